@@ -1,0 +1,120 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+)
+
+// version is the release, set at link time by `make build`
+// (-ldflags "-X github.com/smarter-compact/smarter-compact/app.version=…").
+var version = "dev"
+
+const usage = `smarter-compact keeps coding-agent sessions inside the model's context window:
+a proxy on 127.0.0.1 that stores every message and trims old turns.
+
+Usage:
+  smarter-compact <command> [flags]
+
+Commands:
+  serve     run the proxy on 127.0.0.1 (port 4100 unless configured)
+  version   print the version
+  help      print this help
+
+Run 'smarter-compact <command> -h' for a command's flags.
+`
+
+// system is what a command takes from the process; tests pass their own, so they can run
+// in parallel without touching the real environment or home directory.
+type system struct {
+	stdout, stderr io.Writer
+	log            *slog.Logger
+	getenv         func(string) string
+	home           string // os.UserHomeDir; "" when unknown
+	configDir      string // os.UserConfigDir; "" when unknown
+	goos           string
+}
+
+// Main runs the command line args (without the program name) until it finishes or ctx is
+// cancelled. Logs go to stderr as text. Pass the error to ExitCode.
+func Main(ctx context.Context, args []string) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	slog.SetDefault(log)
+	home, _ := os.UserHomeDir()
+	configDir, _ := os.UserConfigDir()
+	return run(ctx, args, system{
+		stdout:    os.Stdout,
+		stderr:    os.Stderr,
+		log:       log,
+		getenv:    os.Getenv,
+		home:      home,
+		configDir: configDir,
+		goos:      runtime.GOOS,
+	})
+}
+
+// ExitCode maps an error from Main to the process exit code: 0 for nil, 2 for a usage error
+// (unknown command, bad flag), 1 otherwise.
+func ExitCode(err error) int {
+	var u usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &u):
+		return 2
+	default:
+		return 1
+	}
+}
+
+// usageError is a command line the program does not understand.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func run(ctx context.Context, args []string, sys system) error {
+	if len(args) == 0 {
+		fmt.Fprint(sys.stderr, usage)
+		return usageError{"no command given"}
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return serve(ctx, rest, sys)
+	case "version":
+		if len(rest) > 0 {
+			return usageError{"version takes no arguments"}
+		}
+		fmt.Fprintf(sys.stdout, "smarter-compact %s (%s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return nil
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(sys.stdout, usage)
+		return nil
+	}
+	return usageError{fmt.Sprintf("unknown command %q: run 'smarter-compact help'", cmd)}
+}
+
+// parseFlags parses a subcommand's flags. -h prints the flags to stdout and returns
+// flag.ErrHelp, which the caller turns into a clean exit.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fmt.Fprintf(stdout, "Usage: smarter-compact %s [flags]\n\nFlags:\n", fs.Name())
+		fs.PrintDefaults()
+		return err
+	case err != nil:
+		return usageError{fmt.Sprintf("%s: %v: run 'smarter-compact %s -h'", fs.Name(), err, fs.Name())}
+	case fs.NArg() > 0:
+		return usageError{fmt.Sprintf("%s: unexpected argument %q: run 'smarter-compact %s -h'", fs.Name(), strings.Join(fs.Args(), " "), fs.Name())}
+	}
+	return nil
+}

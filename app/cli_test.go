@@ -1,0 +1,138 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// syncBuffer is a bytes.Buffer that the server's goroutines and the test can share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testSystem is a process with e as its environment and fresh home and config directories
+// (no config.toml); logs go to the returned buffer.
+func testSystem(t *testing.T, e env) (sys system, stdout, stderr *syncBuffer) {
+	t.Helper()
+	stdout, stderr = new(syncBuffer), new(syncBuffer)
+	return system{
+		stdout:    stdout,
+		stderr:    stderr,
+		log:       slog.New(slog.NewTextHandler(stderr, nil)),
+		getenv:    e.get,
+		home:      t.TempDir(),
+		configDir: t.TempDir(),
+		goos:      runtime.GOOS,
+	}, stdout, stderr
+}
+
+func TestRunCommandLine(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string // substring; "" checks nothing
+		wantStderr string
+		wantErr    string
+	}{
+		{name: "no command", args: nil, wantCode: 2, wantStderr: "Commands:", wantErr: "no command"},
+		{name: "unknown command", args: []string{"frobnicate"}, wantCode: 2, wantErr: `unknown command "frobnicate": run 'smarter-compact help'`},
+		{name: "not yet built command is unknown", args: []string{"install"}, wantCode: 2, wantErr: `unknown command "install"`},
+		{name: "help", args: []string{"help"}, wantStdout: "serve     run the proxy"},
+		{name: "--help", args: []string{"--help"}, wantStdout: "Commands:"},
+		{name: "version", args: []string{"version"}, wantStdout: "smarter-compact dev (go"},
+		{name: "version with argument", args: []string{"version", "x"}, wantCode: 2, wantErr: "no arguments"},
+		{name: "serve -h", args: []string{"serve", "-h"}, wantStdout: "-no-tray"},
+		{name: "serve bad flag", args: []string{"serve", "--verbose"}, wantCode: 2, wantErr: "serve: flag provided but not defined: -verbose"},
+		{name: "serve argument", args: []string{"serve", "now"}, wantCode: 2, wantErr: `unexpected argument "now"`},
+		{name: "serve port out of range", args: []string{"serve", "--port", "70000"}, wantCode: 2, wantErr: "1 to 65535"},
+		{name: "serve port not a number", args: []string{"serve", "--port", "http"}, wantCode: 2, wantErr: "-port"},
+		{name: "serve missing explicit config", args: []string{"serve", "--config", "/nonexistent/smarter-compact.toml"}, wantCode: 1, wantErr: "/nonexistent/smarter-compact.toml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sys, stdout, stderr := testSystem(t, env{})
+			err := run(t.Context(), tt.args, sys)
+			if got := ExitCode(err); got != tt.wantCode {
+				t.Fatalf("exit code %d (err %v), want %d", got, err, tt.wantCode)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("err = %v, want one containing %q", err, tt.wantErr)
+			}
+			if !strings.Contains(stdout.String(), tt.wantStdout) {
+				t.Errorf("stdout %q does not contain %q", stdout, tt.wantStdout)
+			}
+			if !strings.Contains(stderr.String(), tt.wantStderr) {
+				t.Errorf("stderr %q does not contain %q", stderr, tt.wantStderr)
+			}
+		})
+	}
+}
+
+func TestServeRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, "[context_proxy]\nport = 99999\n")
+	sys, _, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path})
+	err := run(t.Context(), []string{"serve", "--no-tray"}, sys)
+	if ExitCode(err) != 1 || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "[context_proxy] port = 99999") {
+		t.Fatalf("err = %v, want exit 1 naming %s and the key", err, path)
+	}
+}
+
+func TestServePortInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	sys, _, _ := testSystem(t, env{"CONTEXT_PROXY_PORT": port, "SMARTER_COMPACT_STATE_DIR": t.TempDir()})
+	err = run(context.Background(), []string{"serve", "--no-tray"}, sys)
+	want := "port " + port + " is in use: is smarter-compact already running? `curl http://127.0.0.1:" + port + "/healthz`"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want one containing %q", err, want)
+	}
+}
+
+// TestConfigFileInUserConfigDir checks the default location end to end: a config.toml under
+// the user config dir is read without any flag or variable.
+func TestConfigFileInUserConfigDir(t *testing.T) {
+	t.Parallel()
+	sys, _, _ := testSystem(t, env{})
+	path := filepath.Join(sys.configDir, "smarter-compact", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("[context_proxy]\nport = 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(t.Context(), []string{"serve", "--no-tray"}, sys)
+	if err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("err = %v, want the error from %s", err, path)
+	}
+}

@@ -1,0 +1,473 @@
+package app
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/smarter-compact/smarter-compact/proxy"
+)
+
+// Agent names as they appear in [context_proxy.agents], route prefixes and events
+// (DESIGN.md §5). agentUnknown is a request on an unprefixed route whose agent the proxy
+// could not infer; it has no config key and follows the master switch.
+const (
+	agentClaudeCode = "claude-code"
+	agentCodex      = "codex"
+	agentOpenCode   = "opencode"
+	agentUnknown    = "unknown"
+)
+
+// configuredAgents are the agents with a [context_proxy.agents] key, in display order.
+var configuredAgents = []string{agentClaudeCode, agentCodex, agentOpenCode}
+
+// Config is the resolved configuration of the service: config.toml overlaid by the
+// environment, validated, defaults filled in (DESIGN.md §7; seed 001, "Configuration").
+type Config struct {
+	// Path is the config.toml that was read; "" when none exists at the default location.
+	Path string
+	// Port is the loopback port of the one listener ([context_proxy] port).
+	Port int
+	// Agents says whether trimming is on per agent, for claude-code, codex, opencode and
+	// unknown (the initial state of the runtime toggles).
+	Agents map[string]bool
+	// Proxy holds the proxy's knobs: thresholds, standing instruction, upstream base URLs.
+	Proxy proxy.Settings
+	// CompactionMaxChars caps the recall block, frame included ([compaction] max_chars).
+	CompactionMaxChars int
+	// CompactionRecall puts recall in the trim pointer ([compaction] recall).
+	CompactionRecall bool
+	// TTLDays deletes sessions idle longer than this many days; 0 keeps everything.
+	TTLDays int
+	// EmbeddingModel turns on vectors for hybrid search when not empty.
+	EmbeddingModel string
+	// EmbeddingURL is the OpenAI-compatible embeddings base URL.
+	EmbeddingURL string
+	// EmbeddingTimeout bounds one background embeddings call per row.
+	EmbeddingTimeout time.Duration
+	// EmbeddingMaxChars is how many characters of each row's head are embedded.
+	EmbeddingMaxChars int
+	// Warnings are values that fell back to a default as the seed prescribes
+	// (trim_to_fraction out of range, CONTEXT_TRIM_AT_TOKENS not an integer); serve logs
+	// each once.
+	Warnings []string
+}
+
+// fileConfig mirrors config.toml. Pointers tell an absent key from a zero value.
+type fileConfig struct {
+	ContextProxy fileContextProxy `toml:"context_proxy"`
+	Compaction   struct {
+		MaxChars *int64 `toml:"max_chars"`
+		Recall   *bool  `toml:"recall"`
+	} `toml:"compaction"`
+	ContextStore struct {
+		TTLDays           *int64  `toml:"ttl_days"`
+		EmbeddingModel    *string `toml:"embedding_model"`
+		EmbeddingURL      *string `toml:"embedding_url"`
+		EmbeddingTimeoutS *int64  `toml:"embedding_timeout_s"`
+		EmbeddingMaxChars *int64  `toml:"embedding_max_chars"`
+	} `toml:"context_store"`
+	Upstream struct {
+		Anthropic *string `toml:"anthropic"`
+		OpenAI    *string `toml:"openai"`
+		Codex     *string `toml:"codex"`
+	} `toml:"upstream"`
+}
+
+type fileContextProxy struct {
+	Enabled             *bool    `toml:"enabled"`
+	Port                *int64   `toml:"port"`
+	TrimAtTokens        *int64   `toml:"trim_at_tokens"`
+	TrimToFraction      *float64 `toml:"trim_to_fraction"`
+	CharsPerToken       *float64 `toml:"chars_per_token"`
+	CompressOverTokens  *int64   `toml:"compress_over_tokens"`
+	StandingInstruction *bool    `toml:"standing_instruction"`
+	Agents              struct {
+		ClaudeCode *bool `toml:"claude-code"`
+		Codex      *bool `toml:"codex"`
+		OpenCode   *bool `toml:"opencode"`
+	} `toml:"agents"`
+}
+
+// key is one config.toml key with its environment override and the values it accepts.
+type key struct {
+	section, name string
+	env           string             // "" when there is no override
+	accepts       string             // quoted in errors
+	ok            func(float64) bool // range check for numbers; nil for other kinds
+}
+
+func (k key) String() string { return "[" + k.section + "] " + k.name }
+
+func between(lo, hi float64) func(float64) bool {
+	return func(v float64) bool { return v >= lo && v <= hi }
+}
+
+func atLeast(lo float64) func(float64) bool { return func(v float64) bool { return v >= lo } }
+
+// The keys of seed 001's configuration table plus [upstream] (DESIGN.md §7).
+var (
+	keyEnabled             = key{"context_proxy", "enabled", "CONTEXT_PROXY_ENABLED", "true or false (env: 0, 1, true, false)", nil}
+	keyPort                = key{"context_proxy", "port", "CONTEXT_PROXY_PORT", "an integer from 1 to 65535", between(1, 65535)}
+	keyTrimAtTokens        = key{"context_proxy", "trim_at_tokens", "CONTEXT_TRIM_AT_TOKENS", "an integer of at least 1", atLeast(1)}
+	keyTrimToFraction      = key{"context_proxy", "trim_to_fraction", "CONTEXT_TRIM_TO_FRACTION", "a number between 0 and 1, both excluded", func(v float64) bool { return v > 0 && v < 1 }}
+	keyCharsPerToken       = key{"context_proxy", "chars_per_token", "CONTEXT_CHARS_PER_TOKEN", "a number greater than 0", func(v float64) bool { return v > 0 }}
+	keyCompressOverTokens  = key{"context_proxy", "compress_over_tokens", "CONTEXT_COMPRESS_OVER_TOKENS", "an integer of at least 0 (0 disables compression)", atLeast(0)}
+	keyStandingInstruction = key{"context_proxy", "standing_instruction", "CONTEXT_STANDING_INSTRUCTION", "true or false (env: 0, 1, true, false)", nil}
+	keyAgentClaudeCode     = key{"context_proxy.agents", agentClaudeCode, "", "true or false", nil}
+	keyAgentCodex          = key{"context_proxy.agents", agentCodex, "", "true or false", nil}
+	keyAgentOpenCode       = key{"context_proxy.agents", agentOpenCode, "", "true or false", nil}
+	keyMaxChars            = key{"compaction", "max_chars", "CONTEXT_COMPACTION_MAX_CHARS", "an integer of at least 0", atLeast(0)}
+	keyRecall              = key{"compaction", "recall", "CONTEXT_COMPACTION_RECALL", "true or false (env: 0, 1, true, false)", nil}
+	keyTTLDays             = key{"context_store", "ttl_days", "CONTEXT_STORE_TTL_DAYS", "an integer of at least 0 (0 keeps everything)", atLeast(0)}
+	keyEmbeddingModel      = key{"context_store", "embedding_model", "CONTEXT_EMBEDDING_MODEL", "a model name (empty turns vectors off)", nil}
+	keyEmbeddingURL        = key{"context_store", "embedding_url", "CONTEXT_EMBEDDING_URL", "an absolute http or https URL", nil}
+	keyEmbeddingTimeoutS   = key{"context_store", "embedding_timeout_s", "CONTEXT_EMBEDDING_TIMEOUT_S", "an integer of at least 1 (seconds)", atLeast(1)}
+	keyEmbeddingMaxChars   = key{"context_store", "embedding_max_chars", "CONTEXT_EMBEDDING_MAX_CHARS", "an integer of at least 1", atLeast(1)}
+	keyUpstreamAnthropic   = key{"upstream", "anthropic", "SMARTER_COMPACT_UPSTREAM_ANTHROPIC", "an absolute http or https URL", nil}
+	keyUpstreamOpenAI      = key{"upstream", "openai", "SMARTER_COMPACT_UPSTREAM_OPENAI", "an absolute http or https URL", nil}
+	keyUpstreamCodex       = key{"upstream", "codex", "SMARTER_COMPACT_UPSTREAM_CODEX", "an absolute http or https URL", nil}
+)
+
+// allKeys finds a key from go-toml's key path when the file gives a value of the wrong type.
+var allKeys = []key{
+	keyEnabled, keyPort, keyTrimAtTokens, keyTrimToFraction, keyCharsPerToken, keyCompressOverTokens,
+	keyStandingInstruction, keyAgentClaudeCode, keyAgentCodex, keyAgentOpenCode, keyMaxChars, keyRecall,
+	keyTTLDays, keyEmbeddingModel, keyEmbeddingURL, keyEmbeddingTimeoutS, keyEmbeddingMaxChars,
+	keyUpstreamAnthropic, keyUpstreamOpenAI, keyUpstreamCodex,
+}
+
+// ConfigPath returns the config.toml to read: flagPath (--config), else
+// SMARTER_COMPACT_CONFIG, else <configDir>/smarter-compact/config.toml, where configDir is
+// os.UserConfigDir (~/.config, ~/Library/Application Support, %APPDATA%). explicit reports
+// that the user named the file, so it must exist.
+func ConfigPath(flagPath string, getenv func(string) string, configDir string) (path string, explicit bool, err error) {
+	if flagPath != "" {
+		return flagPath, true, nil
+	}
+	if p := getenv("SMARTER_COMPACT_CONFIG"); p != "" {
+		return p, true, nil
+	}
+	if configDir == "" {
+		return "", false, errors.New("cannot find the user config directory: pass --config PATH or set SMARTER_COMPACT_CONFIG")
+	}
+	return filepath.Join(configDir, "smarter-compact", "config.toml"), false, nil
+}
+
+// LoadConfig reads the config.toml at path (missing is fine unless explicit), overlays the
+// environment read through getenv, and validates every value. Unknown keys, values of the
+// wrong type and values out of range are errors naming the key (or the variable) and what
+// it accepts, all of them at once; trim_to_fraction out of range and a CONTEXT_TRIM_AT_TOKENS
+// that is not an integer fall back as seed 001 says and add a warning instead.
+func LoadConfig(path string, explicit bool, getenv func(string) string) (Config, error) {
+	var f fileConfig
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := decodeFile(path, b, &f); err != nil {
+			return Config{}, err
+		}
+	case errors.Is(err, fs.ErrNotExist) && !explicit:
+		path = ""
+	default:
+		return Config{}, fmt.Errorf("read config: %w", err)
+	}
+	r := &resolver{path: path, getenv: getenv}
+	c := r.resolve(&f)
+	if len(r.errs) > 0 {
+		return Config{}, errors.Join(r.errs...)
+	}
+	return c, nil
+}
+
+// decodeFile decodes strictly; each error names the file, the line and the key.
+func decodeFile(path string, b []byte, f *fileConfig) error {
+	err := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields().Decode(f)
+	if err == nil {
+		return nil
+	}
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) {
+		errs := make([]error, 0, len(strict.Errors))
+		for i := range strict.Errors {
+			e := &strict.Errors[i]
+			line, _ := e.Position()
+			errs = append(errs, fmt.Errorf("config %s:%d: unknown key %q (the keys are listed in README.md, Configuration)", path, line, strings.Join(e.Key(), ".")))
+		}
+		return errors.Join(errs...)
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		line, col := de.Position()
+		if k, ok := lookupKey(de.Key()); ok {
+			return fmt.Errorf("config %s:%d:%d: %s must be %s", path, line, col, k, k.accepts)
+		}
+		if section := strings.Join(de.Key(), "."); isSection(section) {
+			return fmt.Errorf("config %s:%d:%d: %s must be a table: write [%s] on a line of its own, its keys below", path, line, col, section, section)
+		}
+		return fmt.Errorf("config %s:%d:%d: %s", path, line, col, strings.TrimPrefix(de.Error(), "toml: "))
+	}
+	return fmt.Errorf("config %s: %w", path, err)
+}
+
+func isSection(name string) bool {
+	for _, k := range allKeys {
+		if k.section == name {
+			return true
+		}
+	}
+	return false
+}
+
+func lookupKey(path []string) (key, bool) {
+	if len(path) < 2 {
+		return key{}, false
+	}
+	section, name := strings.Join(path[:len(path)-1], "."), path[len(path)-1]
+	for _, k := range allKeys {
+		if k.section == section && k.name == name {
+			return k, true
+		}
+	}
+	return key{}, false
+}
+
+// resolver applies "environment over file over default" per key and collects every error.
+type resolver struct {
+	path     string
+	getenv   func(string) string
+	errs     []error
+	warnings []string
+}
+
+func (r *resolver) resolve(f *fileConfig) Config {
+	s := proxy.DefaultSettings()
+	cp := &f.ContextProxy
+	c := Config{
+		Path:               r.path,
+		Port:               r.intKey(keyPort, cp.Port, 4100),
+		CompactionMaxChars: r.intKey(keyMaxChars, f.Compaction.MaxChars, 12000),
+		CompactionRecall:   r.boolKey(keyRecall, f.Compaction.Recall, true),
+		TTLDays:            r.intKey(keyTTLDays, f.ContextStore.TTLDays, 30),
+		EmbeddingModel:     r.stringKey(keyEmbeddingModel, f.ContextStore.EmbeddingModel, ""),
+		EmbeddingURL:       r.urlKey(keyEmbeddingURL, f.ContextStore.EmbeddingURL, "http://127.0.0.1:11434/v1"),
+		EmbeddingTimeout:   time.Duration(r.intKey(keyEmbeddingTimeoutS, f.ContextStore.EmbeddingTimeoutS, 30)) * time.Second,
+		EmbeddingMaxChars:  r.intKey(keyEmbeddingMaxChars, f.ContextStore.EmbeddingMaxChars, 4000),
+	}
+
+	s.TrimAtTokens = r.trimAtTokens(cp.TrimAtTokens)
+	s.TrimToFraction = r.trimToFraction(cp.TrimToFraction, s.TrimToFraction)
+	s.CharsPerToken = r.floatKey(keyCharsPerToken, cp.CharsPerToken, s.CharsPerToken)
+	s.CompressOverTokens = r.intKey(keyCompressOverTokens, cp.CompressOverTokens, s.CompressOverTokens)
+	s.StandingInstruction = r.boolKey(keyStandingInstruction, cp.StandingInstruction, s.StandingInstruction)
+	up := s.Upstreams // DefaultSettings returns a fresh map
+	up["anthropic"] = r.urlKey(keyUpstreamAnthropic, f.Upstream.Anthropic, up["anthropic"])
+	up["openai"] = r.urlKey(keyUpstreamOpenAI, f.Upstream.OpenAI, up["openai"])
+	up["codex"] = r.urlKey(keyUpstreamCodex, f.Upstream.Codex, up["codex"])
+	c.Proxy = s
+
+	c.Agents = r.agents(cp)
+	c.Warnings = r.warnings
+	return c
+}
+
+// agents resolves [context_proxy.agents]. A missing agent key follows [context_proxy]
+// enabled. Our decision for the Go product: with enabled unset every agent is on (the seed
+// had only opencode2 on), because installing Smarter Compact is the opt-in. A set
+// CONTEXT_PROXY_ENABLED is the master switch and overrides every agent key: 0 forwards every
+// request unmodified, as in seed 001's proxy table.
+func (r *resolver) agents(cp *fileContextProxy) map[string]bool {
+	master := true
+	if cp.Enabled != nil {
+		master = *cp.Enabled
+	}
+	follow := func(v *bool) bool {
+		if v != nil {
+			return *v
+		}
+		return master
+	}
+	agents := map[string]bool{
+		agentClaudeCode: follow(cp.Agents.ClaudeCode),
+		agentCodex:      follow(cp.Agents.Codex),
+		agentOpenCode:   follow(cp.Agents.OpenCode),
+		agentUnknown:    master,
+	}
+	if v, ok := r.env(keyEnabled); ok {
+		on, err := parseBool(v)
+		if err != nil {
+			r.envErr(keyEnabled, v)
+			return agents
+		}
+		for a := range agents {
+			agents[a] = on
+		}
+	}
+	return agents
+}
+
+// env returns the key's environment override; an empty variable counts as unset.
+func (r *resolver) env(k key) (string, bool) {
+	if k.env == "" {
+		return "", false
+	}
+	v := strings.TrimSpace(r.getenv(k.env))
+	return v, v != ""
+}
+
+func (r *resolver) envErr(k key, v string) {
+	r.errs = append(r.errs, fmt.Errorf("%s=%q: must be %s", k.env, v, k.accepts))
+}
+
+func (r *resolver) fileErr(k key, v any) {
+	r.errs = append(r.errs, fmt.Errorf("config %s: %s = %v: must be %s", r.path, k, v, k.accepts))
+}
+
+func (r *resolver) intKey(k key, file *int64, def int) int {
+	if v, ok := r.env(k); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || !k.ok(float64(n)) {
+			r.envErr(k, v)
+			return def
+		}
+		return int(n)
+	}
+	if file != nil {
+		if !k.ok(float64(*file)) {
+			r.fileErr(k, *file)
+			return def
+		}
+		return int(*file)
+	}
+	return def
+}
+
+func (r *resolver) floatKey(k key, file *float64, def float64) float64 {
+	if v, ok := r.env(k); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !finite(f) || !k.ok(f) {
+			r.envErr(k, v)
+			return def
+		}
+		return f
+	}
+	if file != nil {
+		if !finite(*file) || !k.ok(*file) {
+			r.fileErr(k, *file)
+			return def
+		}
+		return *file
+	}
+	return def
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+func (r *resolver) boolKey(k key, file *bool, def bool) bool {
+	if v, ok := r.env(k); ok {
+		b, err := parseBool(v)
+		if err != nil {
+			r.envErr(k, v)
+			return def
+		}
+		return b
+	}
+	if file != nil {
+		return *file
+	}
+	return def
+}
+
+func (r *resolver) stringKey(k key, file *string, def string) string {
+	if v, ok := r.env(k); ok {
+		return v
+	}
+	if file != nil {
+		return *file
+	}
+	return def
+}
+
+// urlKey accepts an absolute http(s) base URL and drops trailing slashes, so that the proxy
+// can append an API path to it.
+func (r *resolver) urlKey(k key, file *string, def string) string {
+	v, fromEnv := r.env(k)
+	if !fromEnv {
+		if file == nil {
+			return def
+		}
+		v = *file
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		if fromEnv {
+			r.envErr(k, v)
+		} else {
+			r.fileErr(k, strconv.Quote(v))
+		}
+		return def
+	}
+	return strings.TrimRight(v, "/")
+}
+
+// trimAtTokens returns 0 ("follow the model") when unset. Seed 001: CONTEXT_TRIM_AT_TOKENS
+// "unset or not an integer" follows the model; an integer below 1 is an error.
+func (r *resolver) trimAtTokens(file *int64) int {
+	k := keyTrimAtTokens
+	if v, ok := r.env(k); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			r.warnings = append(r.warnings, fmt.Sprintf("%s=%q is not an integer: the trim threshold follows the model (95000 for Haiku, 120000 otherwise)", k.env, v))
+			return 0
+		}
+		if !k.ok(float64(n)) {
+			r.envErr(k, v)
+			return 0
+		}
+		return int(n)
+	}
+	return r.intKey(k, file, 0)
+}
+
+// trimToFraction falls back to def on any value outside (0, 1), from the file or the
+// environment (seed 001: "another value falls back to 0.3").
+func (r *resolver) trimToFraction(file *float64, def float64) float64 {
+	k := keyTrimToFraction
+	if v, ok := r.env(k); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !k.ok(f) {
+			r.warnings = append(r.warnings, fmt.Sprintf("%s=%q is not %s: using %v", k.env, v, k.accepts, def))
+			return def
+		}
+		return f
+	}
+	if file != nil {
+		if !k.ok(*file) {
+			r.warnings = append(r.warnings, fmt.Sprintf("config %s: %s = %v is not %s: using %v", r.path, k, *file, k.accepts, def))
+			return def
+		}
+		return *file
+	}
+	return def
+}
+
+// parseBool accepts 0, 1, true and false (any case), the values seed 001 documents.
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "1", "true":
+		return true, nil
+	case "0", "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("not a boolean: %q", v)
+}

@@ -1,0 +1,86 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// routes is the route table of the one loopback listener (DESIGN.md §5). models serves the
+// model-API routes (the proxy). Nothing here wraps the ResponseWriter, so Flush and Unwrap
+// reach the proxy's SSE streams untouched.
+func routes(port int, models http.Handler, log *slog.Logger) http.Handler {
+	r := chi.NewRouter()
+	r.Use(checkHost(port, log))
+	r.Get("/healthz", healthz)
+	r.Group(func(r chi.Router) {
+		r.Use(refuseBrowsers)
+		r.Handle("/claude-code/*", models)
+		r.Handle("/codex/*", models)
+		r.Handle("/opencode/*", models)
+		r.Handle("/v1/*", models)
+		r.Handle("/backend-api/codex/*", models)
+	})
+	return r
+}
+
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok"))
+}
+
+// checkHost refuses a request whose Host header is not a loopback name with our port:
+// 127.0.0.1:PORT, localhost:PORT or [::1]:PORT. Binding to loopback is not enough: a web page
+// on a domain that resolves to 127.0.0.1 (DNS rebinding) reaches the listener with its own
+// Host (STYLE.md "What not to do"; syncthing's localhostMiddleware, caddy's checkHost).
+func checkHost(port int, log *slog.Logger) func(http.Handler) http.Handler {
+	want := strconv.Itoa(port)
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !loopbackHost(r.Host, want) {
+				log.Warn("refused request with a foreign Host header", "host", r.Host, "path", r.URL.Path)
+				http.Error(w, fmt.Sprintf("smarter-compact: Host %q is not allowed (DNS rebinding protection): use http://127.0.0.1:%d", r.Host, port), http.StatusForbidden)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// loopbackHost reports whether hostport names this machine's loopback with port. A Host
+// without a port means 80.
+func loopbackHost(hostport, port string) bool {
+	host, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, p = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"), "80"
+	}
+	if p != port {
+		return false
+	}
+	switch strings.ToLower(host) {
+	case "127.0.0.1", "localhost", "::1":
+		return true
+	}
+	return false
+}
+
+// refuseBrowsers refuses browser requests on the model-API routes: agents never send an
+// Origin header or a Sec-Fetch-Site other than "none"; web pages do (DESIGN.md §5). Without
+// this, a page the user visits could write into the context store or send requests upstream
+// through the proxy.
+func refuseBrowsers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		site, hasSite := r.Header["Sec-Fetch-Site"]
+		_, hasOrigin := r.Header["Origin"]
+		if hasOrigin || (hasSite && !(len(site) == 1 && site[0] == "none")) {
+			http.Error(w, "smarter-compact: browser requests are refused on model-API routes: point a coding agent here, not a web page", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,135 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/smarter-compact/smarter-compact/proxy"
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// shutdownGrace is how long serve waits, after ctx is cancelled, for open requests (model
+// streams included) to finish before it closes them.
+const shutdownGrace = 10 * time.Second
+
+// serve is the service (DESIGN.md §2): the proxy on one loopback listener, with the
+// retention sweep at start. It returns nil once ctx is cancelled and the server has shut down.
+func serve(ctx context.Context, args []string, sys system) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	configFlag := fs.String("config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
+	portFlag := fs.Int("port", 0, "listen on 127.0.0.1:`N`, overriding [context_proxy] port and CONTEXT_PROXY_PORT")
+	noTray := fs.Bool("no-tray", false, "run without the tray icon")
+	if err := parseFlags(fs, args, sys.stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *portFlag != 0 && (*portFlag < 1 || *portFlag > 65535) {
+		return usageError{fmt.Sprintf("serve: --port %d: must be an integer from 1 to 65535", *portFlag)}
+	}
+
+	path, explicit, err := ConfigPath(*configFlag, sys.getenv, sys.configDir)
+	if err != nil {
+		return err
+	}
+	cfg, err := LoadConfig(path, explicit, sys.getenv)
+	if err != nil {
+		return err
+	}
+	if *portFlag != 0 {
+		cfg.Port = *portFlag
+	}
+	log := sys.log
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
+	if !*noTray {
+		log.Info("tray: not built yet, running headless")
+	}
+
+	// Listen before touching the store, so that a second instance stops here.
+	ln, err := listen(ctx, cfg.Port)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	dir := store.Dir(sys.getenv, sys.home, sys.goos, sys.getenv("LOCALAPPDATA"))
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("context store directory %q is not an absolute path: set SMARTER_COMPACT_STATE_DIR to one (is HOME set?)", dir)
+	}
+	root, err := store.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open context store: %w", err)
+	}
+	defer root.Close()
+	toggles := newToggles(cfg.Agents)
+	srv := &http.Server{
+		Handler:           routes(cfg.Port, proxy.New(cfg.Proxy, toggles, root, log), log),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// No WriteTimeout: a model's answer streams for minutes.
+	}
+	configName := cfg.Path
+	if configName == "" {
+		configName = "none (defaults)"
+	}
+	log.Info("smarter-compact serving", "version", version, "addr", "http://"+ln.Addr().String(),
+		"store", root.Dir(), "config", configName, "agents", toggles.String())
+	var wg sync.WaitGroup
+	defer wg.Wait() // before root.Close
+	wg.Go(func() { sweep(root, cfg.TTLDays, log) })
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("requests still open after the grace period were cut", "grace", shutdownGrace)
+		_ = srv.Close()
+	}
+	return nil
+}
+
+// listen binds 127.0.0.1:port, never another address (STYLE.md: bind nothing but loopback).
+func listen(ctx context.Context, port int) (net.Listener, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if addrInUse(err) {
+		return nil, fmt.Errorf("port %d is in use: is smarter-compact already running? `curl http://127.0.0.1:%d/healthz`; or set CONTEXT_PROXY_PORT (or [context_proxy] port)", port, port)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	return ln, nil
+}
+
+// sweep runs the retention pass once at start (contract: Retention) and logs the outcome.
+func sweep(root *store.Root, ttlDays int, log *slog.Logger) {
+	rep, err := root.Sweep(ttlDays, time.Now())
+	switch {
+	case err != nil:
+		log.Warn("retention sweep failed", "err", err)
+	case !rep.Ran:
+		log.Info("retention sweep skipped: it ran less than 24 h ago")
+	default:
+		log.Info("retention sweep", "ttl_days", ttlDays, "sessions_deleted", len(rep.SessionsDeleted),
+			"blobs_deleted", rep.BlobsDeleted, "blob_pass_skipped", rep.BlobPassSkipped)
+	}
+}

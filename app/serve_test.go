@@ -1,0 +1,162 @@
+package app
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestServe runs the serve command in process, on a real loopback port, over a real context
+// store in a temporary directory and the real proxy, with a fake Anthropic upstream.
+func TestServe(t *testing.T) {
+	t.Parallel()
+	var (
+		mu                        sync.Mutex
+		upstreamPath, upstreamKey string
+	)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		upstreamPath, upstreamKey = r.URL.Path, r.Header.Get("X-Api-Key")
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"data":[],"has_more":false}`)
+	}))
+	defer upstream.Close()
+
+	state := t.TempDir()
+	port := freePort(t)
+	sys, _, logs := testSystem(t, env{
+		"SMARTER_COMPACT_STATE_DIR":          state,
+		"SMARTER_COMPACT_UPSTREAM_ANTHROPIC": upstream.URL,
+		"CONTEXT_PROXY_PORT":                 strconv.Itoa(port),
+		"CONTEXT_TRIM_TO_FRACTION":           "2",
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve"}, sys) }()
+
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	waitHealthy(t, base, done)
+
+	t.Run("foreign Host refused", func(t *testing.T) {
+		req, _ := http.NewRequest("GET", base+"/healthz", nil)
+		req.Host = "rebind.example:" + strconv.Itoa(port)
+		if code, body := do(t, req); code != http.StatusForbidden {
+			t.Errorf("status %d (%q), want 403", code, body)
+		}
+	})
+	t.Run("browser refused on a model route", func(t *testing.T) {
+		req, _ := http.NewRequest("GET", base+"/claude-code/v1/models", nil)
+		req.Header.Set("Origin", "https://evil.example")
+		if code, body := do(t, req); code != http.StatusForbidden {
+			t.Errorf("status %d (%q), want 403", code, body)
+		}
+	})
+	t.Run("model route reaches the upstream", func(t *testing.T) {
+		req, _ := http.NewRequest("GET", base+"/claude-code/v1/models", nil)
+		req.Header.Set("X-Api-Key", "sk-ant-test-secret")
+		code, body := do(t, req)
+		if code != http.StatusOK || body != `{"data":[],"has_more":false}` {
+			t.Errorf("status %d, body %q; want the upstream's 200", code, body)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if upstreamPath != "/v1/models" || upstreamKey != "sk-ant-test-secret" {
+			t.Errorf("upstream saw path %q, key %q; want /v1/models with the client's key", upstreamPath, upstreamKey)
+		}
+	})
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve returned %v after cancel, want nil", err)
+		}
+	case <-time.After(shutdownGrace + 5*time.Second):
+		t.Fatal("serve did not return after cancel")
+	}
+
+	out := logs.String()
+	for _, want := range []string{
+		"tray: not built yet, running headless",
+		"CONTEXT_TRIM_TO_FRACTION=\\\"2\\\"",
+		"addr=http://127.0.0.1:" + strconv.Itoa(port),
+		"store=" + state,
+		`agents="claude-code=on codex=on opencode=on unknown=on"`,
+		"retention sweep",
+		"shutting down",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("logs do not contain %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "tray: not built yet") != 1 {
+		t.Errorf("the headless notice should appear once:\n%s", out)
+	}
+	if strings.Contains(out, "sk-ant-test-secret") {
+		t.Errorf("logs contain the API key:\n%s", out)
+	}
+	if entries, err := os.ReadDir(state); err != nil || len(entries) == 0 {
+		t.Errorf("the context store under %s was not created (%v)", filepath.Clean(state), err)
+	}
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// waitHealthy polls /healthz until it answers "ok", serve fails, or 10 s pass.
+func waitHealthy(t *testing.T, base string, done <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			t.Fatalf("serve returned early: %v", err)
+		default:
+		}
+		req, _ := http.NewRequest("GET", base+"/healthz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && string(body) == "ok" {
+				return
+			}
+			t.Fatalf("/healthz: status %d, body %q", resp.StatusCode, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("serve did not answer /healthz within 10 s")
+}
+
+func do(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}

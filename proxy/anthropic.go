@@ -1,0 +1,357 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+)
+
+// anthropicRequest is one Anthropic Messages request split into byte spans
+// (api-rules §1.1). Nothing in it is re-encoded; rendering splices these spans.
+type anthropicRequest struct {
+	body     []byte
+	top      []member
+	model    string
+	stream   bool
+	system   []byte // raw value of "system", nil when absent
+	tools    []byte
+	metadata []byte
+	thinking []byte
+	// promptCacheKey is the top-level prompt_cache_key string, if any.
+	promptCacheKey string
+	messagesAt     int // index into top of "messages"
+	systemAt       int // index into top of "system", -1 when absent
+	rawMsgs        [][]byte
+}
+
+func parseAnthropic(body []byte) (*anthropicRequest, error) {
+	top, err := objectMembers(body)
+	if err != nil {
+		return nil, fmt.Errorf("request body: %w", err)
+	}
+	if end := skipSpace(body, len(body)); end != len(body) {
+		return nil, fmt.Errorf("request body: trailing data")
+	}
+	req := &anthropicRequest{body: body, top: top, messagesAt: -1, systemAt: -1}
+	for i, m := range top {
+		switch m.key {
+		case "model":
+			if kindOf(m.val) == '"' {
+				req.model, _ = decodeString(m.val)
+			}
+		case "stream":
+			req.stream = string(m.val) == "true"
+		case "system":
+			req.system, req.systemAt = m.val, i
+		case "tools":
+			req.tools = m.val
+		case "metadata":
+			req.metadata = m.val
+		case "thinking":
+			req.thinking = m.val
+		case "prompt_cache_key":
+			if kindOf(m.val) == '"' {
+				req.promptCacheKey, _ = decodeString(m.val)
+			}
+		case "messages":
+			req.messagesAt = i
+		}
+	}
+	if req.messagesAt < 0 {
+		return nil, fmt.Errorf("request body: no messages")
+	}
+	if req.rawMsgs, err = arrayElems(top[req.messagesAt].val); err != nil {
+		return nil, fmt.Errorf("messages: %w", err)
+	}
+	if req.system != nil {
+		if k := kindOf(req.system); k != '"' && k != '[' && k != 'n' {
+			return nil, fmt.Errorf("system: want a string or a list of blocks")
+		}
+	}
+	return req, nil
+}
+
+// block is one content block of a message.
+type block struct {
+	raw       []byte
+	typ       string
+	toolUseID string // tool_result: the tool_use it answers; tool_use: its own id
+	// rendered replaces raw in the view (a compressed tool result), nil when unchanged.
+	rendered []byte
+}
+
+// message is one entry of the messages list, with what the trim needs to know about it.
+type message struct {
+	raw  []byte
+	role string
+	// pinned messages (Anthropic's mid-conversation role "system") stay in place, are never
+	// stored and never dropped by a cut before them.
+	pinned bool
+	// members of the message object; contentAt indexes "content".
+	members   []member
+	contentAt int
+	// stringContent is true when content is a JSON string (one implicit text block).
+	stringContent bool
+	blocks        []block
+
+	rows    []row
+	prevFP  string // chain value before this message
+	endFP   string // chain value after this message
+	firstFP string // fingerprint of the first row ("" when the message has no rows)
+
+	realUser   bool // user message that is not only tool_result blocks
+	finalReply bool // assistant message with no tool calls
+	toolUses   []toolUse
+	toolResIDs []string
+	thinking   bool // has thinking or redacted_thinking blocks
+	// nonThinking counts blocks that survive a thinking strip.
+	nonThinking int
+	// binaryAdjust is subtracted from len(raw) for the estimate: base64 payloads count
+	// 6400 characters each (seed 001: token estimate).
+	binaryAdjust int
+	// markers counts cache_control markers in the message (breakpoints, contract: Events).
+	markers int
+	// rendered is the message as the view sends it when it differs from raw (compressed
+	// results); nil means raw.
+	rendered []byte
+}
+
+type toolUse struct{ id, name string }
+
+// row is one stored row of a message (contract: Rows).
+type row struct {
+	fp, role, kind, name, text, blobID string
+}
+
+// parseMessage splits one message object into blocks and the facts the trim needs. It
+// does not build rows (that needs the chain and the tool names).
+func parseMessage(raw []byte) (*message, error) {
+	mem, err := objectMembers(raw)
+	if err != nil {
+		return nil, err
+	}
+	m := &message{raw: raw, members: mem, contentAt: -1}
+	for i, f := range mem {
+		switch f.key {
+		case "role":
+			m.role, _ = decodeString(f.val)
+		case "content":
+			m.contentAt = i
+		}
+	}
+	switch m.role {
+	case "user", "assistant":
+	case "system":
+		m.pinned = true
+		return m, nil
+	default:
+		return nil, fmt.Errorf("message role %q", m.role)
+	}
+	if m.contentAt < 0 {
+		return nil, fmt.Errorf("message without content")
+	}
+	content := mem[m.contentAt].val
+	switch kindOf(content) {
+	case '"':
+		m.stringContent = true
+		m.blocks = []block{{raw: content, typ: "text"}}
+		m.nonThinking = 1
+	case '[':
+		elems, err := arrayElems(content)
+		if err != nil {
+			return nil, err
+		}
+		m.blocks = make([]block, 0, len(elems))
+		for _, e := range elems {
+			b, err := parseBlock(e, m)
+			if err != nil {
+				return nil, err
+			}
+			m.blocks = append(m.blocks, b)
+		}
+	default:
+		return nil, fmt.Errorf("message content: want a string or a list")
+	}
+	if m.role == "user" {
+		m.realUser = len(m.toolResIDs) < len(m.blocks)
+	} else {
+		m.finalReply = len(m.toolUses) == 0
+	}
+	return m, nil
+}
+
+func parseBlock(raw []byte, m *message) (block, error) {
+	b := block{raw: raw}
+	if kindOf(raw) != '{' {
+		return b, fmt.Errorf("content block: want an object")
+	}
+	fields, err := objectMembers(raw)
+	if err != nil {
+		return b, err
+	}
+	var id, name string
+	for _, f := range fields {
+		switch f.key {
+		case "type":
+			b.typ, _ = decodeString(f.val)
+		case "id":
+			id, _ = decodeString(f.val)
+		case "name":
+			name, _ = decodeString(f.val)
+		case "tool_use_id":
+			b.toolUseID, _ = decodeString(f.val)
+		case "cache_control":
+			m.markers++
+		case "content":
+			// markers inside a tool_result count for its message
+			if kindOf(f.val) == '[' && bytes.Contains(f.val, []byte(`"cache_control"`)) {
+				if elems, err := arrayElems(f.val); err == nil {
+					for _, e := range elems {
+						if fs, err := objectMembers(e); err == nil {
+							for _, ff := range fs {
+								if ff.key == "cache_control" {
+									m.markers++
+								}
+							}
+						}
+					}
+				}
+			}
+		case "source":
+			if bytes.Contains(f.val, []byte(`"base64"`)) {
+				m.binaryAdjust += len(f.val) - 6400
+			}
+		}
+	}
+	switch b.typ {
+	case "tool_use", "server_tool_use", "mcp_tool_use":
+		b.toolUseID = id
+		if b.typ == "tool_use" {
+			m.toolUses = append(m.toolUses, toolUse{id: id, name: name})
+		}
+		m.nonThinking++
+	case "tool_result":
+		m.toolResIDs = append(m.toolResIDs, b.toolUseID)
+		m.nonThinking++
+	case "thinking", "redacted_thinking":
+		m.thinking = true
+	default:
+		m.nonThinking++
+	}
+	return b, nil
+}
+
+// blockRow returns the stored row fields of a block (contract: Rows): role, kind, name,
+// text, and whether the block yields a row at all. names maps tool_use ids to tool names.
+func blockRow(m *message, b *block, names map[string]string) (role, kind, name, text string, ok bool, err error) {
+	if m.stringContent {
+		s, err := decodeString(b.raw)
+		return m.role, "text", "", s, true, err
+	}
+	fields, err := objectMembers(b.raw)
+	if err != nil {
+		return "", "", "", "", false, err
+	}
+	get := func(key string) []byte {
+		for _, f := range fields {
+			if f.key == key {
+				return f.val
+			}
+		}
+		return nil
+	}
+	str := func(key string) string {
+		v := get(key)
+		if kindOf(v) != '"' {
+			return ""
+		}
+		s, _ := decodeString(v)
+		return s
+	}
+	switch b.typ {
+	case "text":
+		return m.role, "text", "", str("text"), true, nil
+	case "thinking":
+		// Thinking rows carry the summary text only, never signatures; an omitted
+		// (empty) thinking block stores nothing.
+		t := str("thinking")
+		return "assistant", "thinking", "", t, t != "", nil
+	case "redacted_thinking":
+		return "", "", "", "", false, nil
+	case "tool_use", "server_tool_use", "mcp_tool_use":
+		in := get("input")
+		text := "{}"
+		if in != nil {
+			if text, err = compactJSON(in); err != nil {
+				return "", "", "", "", false, err
+			}
+		}
+		return "assistant", "tool_use", str("name"), text, true, nil
+	case "tool_result":
+		text, err := toolResultText(get("content"))
+		return "tool", "tool_result", names[b.toolUseID], text, true, err
+	case "image", "document":
+		return m.role, "text", "", "[" + b.typ + "]", true, nil
+	}
+	if strings.HasSuffix(b.typ, "_tool_result") {
+		text, err := compactJSON(b.raw)
+		return "tool", "tool_result", "", text, true, err
+	}
+	text, err = compactJSON(b.raw)
+	return m.role, "text", "", text, true, err
+}
+
+// toolResultText is the plain text of a tool_result's content: the string itself, or its
+// text blocks joined by newlines, with "[image]"-style placeholders for binary blocks and
+// compact JSON for anything else.
+func toolResultText(content []byte) (string, error) {
+	switch kindOf(content) {
+	case 0, 'n':
+		return "", nil
+	case '"':
+		return decodeString(content)
+	case '[':
+		elems, err := arrayElems(content)
+		if err != nil {
+			return "", err
+		}
+		parts := make([]string, 0, len(elems))
+		for _, e := range elems {
+			t, typ, err := textBlock(e)
+			if err != nil {
+				return "", err
+			}
+			switch {
+			case typ == "text":
+				parts = append(parts, t)
+			case typ == "image" || typ == "document":
+				parts = append(parts, "["+typ+"]")
+			default:
+				c, err := compactJSON(e)
+				if err != nil {
+					return "", err
+				}
+				parts = append(parts, c)
+			}
+		}
+		return strings.Join(parts, "\n"), nil
+	}
+	return compactJSON(content)
+}
+
+// textBlock returns a block's type and, for a text block, its text.
+func textBlock(raw []byte) (text, typ string, err error) {
+	fields, err := objectMembers(raw)
+	if err != nil {
+		return "", "", err
+	}
+	for _, f := range fields {
+		switch f.key {
+		case "type":
+			typ, _ = decodeString(f.val)
+		case "text":
+			text, _ = decodeString(f.val)
+		}
+	}
+	return text, typ, nil
+}

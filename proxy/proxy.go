@@ -1,0 +1,438 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/andybalholm/brotli"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// maxBody bounds a request body the proxy reads to rewrite; a larger one is forwarded as
+// it came (the Messages API itself stops at 32 MB, api-rules §1.1).
+const maxBody = 64 << 20
+
+// Proxy serves the model-API routes (DESIGN.md §4, §5). It is safe for concurrent use;
+// requests of one session are rewritten one at a time.
+type Proxy struct {
+	settings Settings
+	toggles  Toggles
+	root     *store.Root
+	log      *slog.Logger
+	rp       *httputil.ReverseProxy
+	version  string
+	now      func() time.Time
+
+	mu       sync.Mutex
+	sessions map[string]*session
+
+	// contractStripOnly turns off the whole-view strip for models that bind thinking to its
+	// prefix; tests use it to show why that strip exists.
+	contractStripOnly bool
+}
+
+// New returns a proxy over the context root. settings must not change after New; toggles
+// are asked on every request; log receives the fail-open lines.
+func New(settings Settings, toggles Toggles, root *store.Root, log *slog.Logger) *Proxy {
+	if settings.CharsPerToken <= 0 {
+		settings.CharsPerToken = 2.5
+	}
+	if settings.TrimToFraction <= 0 || settings.TrimToFraction >= 1 {
+		settings.TrimToFraction = 0.3
+	}
+	if settings.ConnectTimeout <= 0 {
+		settings.ConnectTimeout = 10 * time.Second
+	}
+	if settings.IdleTimeout <= 0 {
+		settings.IdleTimeout = 10 * time.Minute
+	}
+	p := &Proxy{
+		settings: settings,
+		toggles:  toggles,
+		root:     root,
+		log:      log,
+		version:  "proxy:" + codeVersion(),
+		now:      time.Now,
+		sessions: map[string]*session{},
+	}
+	transport := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: settings.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   settings.ConnectTimeout,
+		ResponseHeaderTimeout: settings.IdleTimeout,
+		MaxIdleConnsPerHost:   16,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:        func(*httputil.ProxyRequest) {}, // the target is set on the request before ServeHTTP
+		Transport:      transport,
+		FlushInterval:  -1,
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.upstreamError,
+		ErrorLog:       nil,
+	}
+	return p
+}
+
+var (
+	versionOnce sync.Once
+	versionHex  string
+)
+
+// codeVersion identifies the running build for events' version column (contract: Events):
+// the first 12 hex of SHA-256 of the executable, or "dev" when it cannot be read. It is
+// computed once per process.
+func codeVersion() string {
+	versionOnce.Do(func() { versionHex = hashExecutable() })
+	return versionHex
+}
+
+func hashExecutable() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "dev"
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return "dev"
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "dev"
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// route is where a request goes: the agent it belongs to, the API family that picks the
+// upstream, and the path to append to the upstream base URL.
+type route struct {
+	agent, family, rest string
+}
+
+// routeFor maps a request path to its route (DESIGN.md §5).
+func routeFor(r *http.Request) (route, bool) {
+	path := r.URL.Path
+	cut := func(prefix string) (string, bool) {
+		if path == prefix || strings.HasPrefix(path, prefix+"/") {
+			return strings.TrimPrefix(path, prefix), true
+		}
+		return "", false
+	}
+	if rest, ok := cut("/claude-code"); ok {
+		return route{"claude-code", "anthropic", rest}, true
+	}
+	if rest, ok := cut("/codex"); ok {
+		return route{"codex", "codex", rest}, true
+	}
+	if rest, ok := cut("/opencode"); ok {
+		provider, tail, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+		switch provider {
+		case "anthropic":
+			return route{"opencode", "anthropic", "/" + tail}, true
+		case "openai":
+			return route{"opencode", "openai", "/" + tail}, true
+		}
+		return route{}, false
+	}
+	if rest, ok := cut("/backend-api/codex"); ok {
+		return route{"codex", "codex", rest}, true
+	}
+	if strings.HasPrefix(path, "/v1/messages") {
+		agent := "unknown"
+		if r.Header.Get("X-Claude-Code-Session-Id") != "" || strings.HasPrefix(r.Header.Get("User-Agent"), "claude-cli/") {
+			agent = "claude-code"
+		}
+		return route{agent, "anthropic", path}, true
+	}
+	if strings.HasPrefix(path, "/v1/") {
+		return route{"unknown", "openai", path}, true
+	}
+	return route{}, false
+}
+
+// ServeHTTP handles a model-API request: it rewrites an Anthropic Messages call of an
+// agent with trimming on, and passes everything else through unchanged.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt, ok := routeFor(r)
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found_error", "smarter-compact: no model API route for "+r.URL.Path)
+		return
+	}
+	base, ok := p.settings.Upstreams[rt.family]
+	if !ok || base == "" {
+		writeError(w, http.StatusBadGateway, "api_error", "smarter-compact: no upstream configured for "+rt.family)
+		return
+	}
+	target, err := url.Parse(strings.TrimRight(base, "/") + rt.rest)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "api_error", "smarter-compact: bad upstream URL for "+rt.family)
+		return
+	}
+	target.RawQuery = r.URL.RawQuery
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	out := r.Clone(ctx)
+	out.URL = target
+	out.Host = target.Host
+	out.RequestURI = ""
+
+	if r.Method == http.MethodPost && rt.family == "anthropic" && rt.rest == "/v1/messages" && p.toggles.Enabled(rt.agent) {
+		p.serveRewrite(w, out, cancel)
+		return
+	}
+	out = out.WithContext(withIdle(ctx, cancel, p.settings.IdleTimeout))
+	p.rp.ServeHTTP(w, out)
+}
+
+// serveRewrite reads the body, rewrites it (failing open on any fault) and forwards it.
+func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel context.CancelFunc) {
+	raw, err := io.ReadAll(io.LimitReader(out.Body, maxBody+1))
+	out.Body.Close()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "smarter-compact: reading the request body failed: "+err.Error())
+		return
+	}
+	if len(raw) > maxBody {
+		p.failOpen(nil, "body_too_large", errors.New("request body over the rewrite limit"), "")
+		setBody(out, raw, out.Header.Get("Content-Encoding"))
+		p.rp.ServeHTTP(w, out.WithContext(withIdle(out.Context(), cancel, p.settings.IdleTimeout)))
+		return
+	}
+	res := p.rewriteSafely(out.Header, raw)
+	ctx := withIdle(out.Context(), cancel, p.settings.IdleTimeout)
+	if res == nil {
+		setBody(out, raw, out.Header.Get("Content-Encoding"))
+		p.rp.ServeHTTP(w, out.WithContext(ctx))
+		return
+	}
+	setBody(out, res.body, "")
+	ctx = context.WithValue(ctx, tapKey{}, res)
+	p.rp.ServeHTTP(w, out.WithContext(ctx))
+}
+
+func setBody(r *http.Request, body []byte, encoding string) {
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.Header.Set("Content-Length", fmt.Sprint(len(body)))
+	if encoding == "" {
+		r.Header.Del("Content-Encoding")
+	}
+}
+
+// decodeBody undoes a request Content-Encoding (gzip, zstd, br; DESIGN.md §4.3).
+func decodeBody(raw []byte, encoding string) ([]byte, error) {
+	switch strings.ToLower(strings.TrimSpace(encoding)) {
+	case "", "identity":
+		return raw, nil
+	case "gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, err
+		}
+		return io.ReadAll(io.LimitReader(zr, maxBody))
+	case "zstd":
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBody))
+		if err != nil {
+			return nil, err
+		}
+		defer d.Close()
+		return d.DecodeAll(raw, nil)
+	case "br":
+		return io.ReadAll(io.LimitReader(brotli.NewReader(bytes.NewReader(raw)), maxBody))
+	}
+	return nil, fmt.Errorf("unsupported Content-Encoding %q", encoding)
+}
+
+// fault is a rewrite error with where it happened, for the fail-open line.
+type fault struct {
+	kind, loc string
+	err       error
+}
+
+func (f *fault) Error() string { return f.kind + " at " + f.loc + ": " + f.err.Error() }
+
+func newFault(kind string, err error) *fault {
+	_, file, line, _ := runtime.Caller(1)
+	return &fault{kind: kind, loc: fmt.Sprintf("%s/%s:%d", filepath.Base(filepath.Dir(file)), filepath.Base(file), line), err: err}
+}
+
+// rewriteSafely runs the rewrite and turns any error or panic into a fail-open: it logs
+// one line (and a fail_open event once the session is known) and returns nil, so the
+// original request goes upstream unchanged.
+func (p *Proxy) rewriteSafely(h http.Header, raw []byte) (res *rewritten) {
+	var sess *session
+	defer func() {
+		if v := recover(); v != nil {
+			loc := "unknown"
+			for skip := 2; skip < 12; skip++ {
+				_, file, line, ok := runtime.Caller(skip)
+				if !ok {
+					break
+				}
+				if strings.Contains(file, "/proxy/") && !strings.HasSuffix(file, "/proxy/proxy.go") {
+					loc = fmt.Sprintf("proxy/%s:%d", filepath.Base(file), line)
+					break
+				}
+			}
+			p.failOpen(sess, "panic", fmt.Errorf("%v", v), loc)
+			res = nil
+		}
+	}()
+	body, err := decodeBody(raw, h.Get("Content-Encoding"))
+	if err != nil {
+		p.failOpenFault(nil, newFault("decode", err))
+		return nil
+	}
+	res, sess, err = p.rewrite(h, body)
+	if err != nil {
+		var f *fault
+		if !errors.As(err, &f) {
+			f = newFault("rewrite", err)
+		}
+		p.failOpenFault(sess, f)
+		return nil
+	}
+	return res
+}
+
+func (p *Proxy) failOpenFault(sess *session, f *fault) { p.failOpen(sess, f.kind, f.err, f.loc) }
+
+// failOpen prints the one fail-open line (contract: Rows, fail-open) and records a
+// fail_open event when the session is known. The error text never carries message
+// content: it names a type and a place.
+func (p *Proxy) failOpen(sess *session, kind string, err error, loc string) {
+	if loc == "" {
+		loc = "proxy"
+	}
+	p.log.Warn(fmt.Sprintf("smarter-compact: fail-open %s at %s", kind, loc), "err", errorClass(err))
+	if sess == nil {
+		return
+	}
+	db, derr := p.root.Session(sess.sid)
+	if derr != nil {
+		return
+	}
+	_ = db.AddEvent(store.Event{At: p.now(), Kind: "fail_open", Version: p.version, Location: loc, Error: kind})
+}
+
+// errorClass keeps an error's shape but not its data: JSON offsets and types are fine,
+// content is never included because our errors are built without it.
+func errorClass(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := err.Error()
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b := []byte(`{"type":"error","error":{"type":`)
+	b = appendJSONString(b, typ)
+	b = append(b, `,"message":`...)
+	b = appendJSONString(b, msg)
+	b = append(b, "}}"...)
+	w.Write(b)
+}
+
+// upstreamError answers when the upstream cannot be reached or stops answering: a 502
+// (504 on a timeout) with an Anthropic-shaped error, never a 200 with an empty body.
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil && !isIdle(r.Context()) {
+		return // the client went away
+	}
+	status, typ := http.StatusBadGateway, "api_error"
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || isIdle(r.Context()) {
+		status, typ = http.StatusGatewayTimeout, "timeout_error"
+	}
+	p.log.Warn("smarter-compact: upstream request failed", "host", r.URL.Host, "err", err.Error())
+	writeError(w, status, typ, fmt.Sprintf("smarter-compact: upstream %s failed: %v", r.URL.Host, err))
+}
+
+// idle timeout: the upstream must make progress at least every IdleTimeout, both before
+// the response headers and between body reads.
+type idleKey struct{}
+
+type idleState struct {
+	timer *time.Timer
+	fired chan struct{}
+	d     time.Duration
+}
+
+func withIdle(ctx context.Context, cancel context.CancelFunc, d time.Duration) context.Context {
+	st := &idleState{fired: make(chan struct{}), d: d}
+	st.timer = time.AfterFunc(d, func() { close(st.fired); cancel() })
+	return context.WithValue(ctx, idleKey{}, st)
+}
+
+func isIdle(ctx context.Context) bool {
+	st, _ := ctx.Value(idleKey{}).(*idleState)
+	if st == nil {
+		return false
+	}
+	select {
+	case <-st.fired:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	ctx := resp.Request.Context()
+	st, _ := ctx.Value(idleKey{}).(*idleState)
+	var body io.ReadCloser = resp.Body
+	if st != nil {
+		st.timer.Reset(st.d)
+		body = &idleReader{ReadCloser: body, st: st}
+	}
+	if res, ok := ctx.Value(tapKey{}).(*rewritten); ok && resp.StatusCode == http.StatusOK {
+		body = newUsageTap(body, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Encoding"), func(u usage) { p.recordUsage(res, u) })
+	}
+	resp.Body = body
+	return nil
+}
+
+type idleReader struct {
+	io.ReadCloser
+	st *idleState
+}
+
+func (r *idleReader) Read(b []byte) (int, error) {
+	n, err := r.ReadCloser.Read(b)
+	r.st.timer.Reset(r.st.d)
+	return n, err
+}
+
+func (r *idleReader) Close() error {
+	r.st.timer.Stop()
+	return r.ReadCloser.Close()
+}

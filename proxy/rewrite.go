@@ -1,0 +1,271 @@
+package proxy
+
+import (
+	"bytes"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// rewritten is a request the proxy rewrote, with what the usage tap needs afterwards.
+type rewritten struct {
+	body    []byte
+	sess    *session
+	thread  string
+	model   string
+	chars   int
+	trimmed int64 // 0 sent whole, 1 carried an earlier cut, 2 made a new cut (contract: Events)
+
+	breakpoints  int64
+	breakpointAt string
+}
+
+// rewrite runs steps 3–10 of the request path (DESIGN.md §4) on a decoded Anthropic
+// Messages body. An error means the request goes upstream unchanged.
+func (p *Proxy) rewrite(h http.Header, body []byte) (*rewritten, *session, error) {
+	req, err := parseAnthropic(body)
+	if err != nil {
+		return nil, nil, newFault("parse", err)
+	}
+	bpCount, bpAt := breakpoints(req)
+	sid := sessionID(h, req)
+	if sid == "" {
+		tmp := &session{threads: map[string][]*message{}}
+		msgs, _, err := p.buildMessages(tmp, req)
+		if err != nil {
+			return nil, nil, newFault("parse", err)
+		}
+		sid = fallbackSessionID(req, msgs)
+	}
+	sess, err := p.session(sid)
+	if err != nil {
+		return nil, nil, newFault("state", err)
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+
+	msgs, thread, err := p.buildMessages(sess, req)
+	if err != nil {
+		return nil, sess, newFault("parse", err)
+	}
+	now := p.now()
+	ts := sess.state.thread(thread)
+	plan := resolvePlan(ts, msgs)
+	block := ts.Block
+	if !plan.active() {
+		block = ""
+	}
+	threshold := thresholdFor(p.settings.TrimAtTokens, req.model)
+	trimmed := int64(0)
+	if plan.active() {
+		trimmed = 1
+	}
+	est := func(pl cutPlan, blk string) int {
+		return sess.state.estimate(thread, viewChars(req, msgs, pl, blk), p.settings.CharsPerToken)
+	}
+	before := est(plan, block)
+	force := p.root.Force(sid)
+	if force || before >= threshold {
+		budget := int(p.settings.TrimToFraction * float64(threshold))
+		provisional := PointerText(sid, 0)
+		under := func(pl cutPlan) bool { return est(pl, provisional) < budget }
+		next := planTrim(msgs, plan, under, bindsThinkingToPrefix(req.model, req.thinking) && !p.contractStripOnly)
+		if next.active() && next.dropped(msgs) > plan.dropped(msgs) {
+			dropped := next.dropped(msgs)
+			plan, block = next, PointerText(sid, dropped)
+			*ts = threadState{Cut: msgs[plan.cut].firstFP, KeepHead: plan.keepHead, Dropped: dropped, Block: block, Sample: ts.Sample}
+			if plan.gap > plan.cut+1 && plan.gap < len(msgs) {
+				ts.Gap = msgs[plan.gap].firstFP
+			}
+			if plan.strip >= 0 && plan.strip < len(msgs) {
+				ts.Strip, ts.StripFP = plan.strip, msgs[plan.strip].firstFP
+			}
+			trimmed = 2
+			after := est(plan, block)
+			if err := p.root.SaveTrimState(sid, sess.stateJSON()); err != nil {
+				p.log.Warn("smarter-compact: fail-open store at proxy/rewrite.go", "err", err.Error())
+			}
+			p.event(sid, store.Event{At: now, Kind: "trim", Version: p.version,
+				TokensBefore: i64(before), TokensAfter: i64(after), Dropped: i64(dropped)})
+		}
+		if force {
+			if err := p.root.ClearForce(sid); err != nil {
+				p.log.Warn("smarter-compact: clearing the force flag failed", "session", sid, "err", err.Error())
+			}
+		}
+	}
+
+	v := render(req, msgs, plan, block, p.settings.StandingInstruction)
+	p.storeRows(sid, thread, msgs, plan, now)
+	sess.threads[thread] = msgs
+	sess.used = now
+	return &rewritten{body: v.body, sess: sess, thread: thread, model: req.model, chars: v.chars,
+		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt}, sess, nil
+}
+
+func i64(n int) *int64 { v := int64(n); return &v }
+
+// resolvePlan finds the thread's stored cut in this request (sticky cut, contract: Trim).
+// A cut whose turn the request no longer carries (a rewritten history) is not applied.
+func resolvePlan(ts *threadState, msgs []*message) cutPlan {
+	first := firstRealUser(msgs)
+	p := noPlan(first)
+	if ts.Cut == "" || first < 0 {
+		return p
+	}
+	find := func(fp string) int {
+		if fp == "" {
+			return -1
+		}
+		for i, m := range msgs {
+			if m.firstFP == fp {
+				return i
+			}
+		}
+		return -1
+	}
+	if p.cut = find(ts.Cut); p.cut < 0 {
+		return p
+	}
+	p.keepHead = ts.KeepHead
+	if p.cut > first && !p.keepHead {
+		p.reply = replyBefore(msgs, p.cut)
+	}
+	p.gap = p.cut + 1
+	if g := find(ts.Gap); g > p.cut {
+		p.gap = g
+	}
+	if ts.StripFP != "" {
+		if p.strip = find(ts.StripFP); p.strip < 0 {
+			p.strip = p.cut
+		}
+	}
+	return p
+}
+
+// storeRows writes the request's rows with their in_context flags (contract: Rows). A
+// database error is logged as a fail-open line and the request goes on with its view.
+func (p *Proxy) storeRows(sid, thread string, msgs []*message, plan cutPlan, now time.Time) {
+	cutFP := ""
+	if plan.active() {
+		cutFP = msgs[plan.cut].firstFP
+	}
+	n := 0
+	for _, m := range msgs {
+		n += len(m.rows)
+	}
+	rows := make([]store.RowWrite, 0, n)
+	for i, m := range msgs {
+		kept := plan.kept(msgs, i)
+		stripped := plan.strip >= 0 && i < plan.strip && m.role == "assistant"
+		for _, r := range m.rows {
+			in := kept && !(stripped && r.kind == "thinking")
+			w := store.RowWrite{Fingerprint: r.fp, Thread: thread, Role: r.role, Kind: r.kind,
+				Name: r.name, Text: r.text, BlobID: r.blobID, InContext: in}
+			if !in {
+				w.CutFingerprint = cutFP
+			}
+			rows = append(rows, w)
+		}
+	}
+	db, err := p.root.Session(sid)
+	if err == nil {
+		_, err = db.SyncRows(rows, now)
+	}
+	if err != nil {
+		p.log.Warn("smarter-compact: fail-open store at proxy/rewrite.go", "err", err.Error())
+	}
+}
+
+func (p *Proxy) event(sid string, e store.Event) {
+	db, err := p.root.Session(sid)
+	if err == nil {
+		err = db.AddEvent(e)
+	}
+	if err != nil {
+		p.log.Warn("smarter-compact: writing an event failed", "kind", e.Kind, "err", err.Error())
+	}
+}
+
+// breakpoints counts the incoming request's cache_control markers and names their
+// positions in prefix order: tools, system, m-<k> (contract: Events, breakpoints).
+func breakpoints(req *anthropicRequest) (int64, string) {
+	var pos []string
+	for i := countMarkers(req.tools); i > 0; i-- {
+		pos = append(pos, "tools")
+	}
+	for i := countMarkers(req.system); i > 0; i-- {
+		pos = append(pos, "system")
+	}
+	for i, raw := range req.rawMsgs {
+		n := countMarkers(raw)
+		for ; n > 0; n-- {
+			pos = append(pos, "m-"+strconv.Itoa(len(req.rawMsgs)-i))
+		}
+	}
+	return int64(len(pos)), strings.Join(pos, ",")
+}
+
+// countMarkers counts "cache_control" keys in a raw JSON value. Inside a JSON string the
+// quotes would be escaped, so an unescaped "cache_control" followed by ':' is a key.
+func countMarkers(raw []byte) int {
+	key := []byte(`"cache_control"`)
+	n := 0
+	for i := 0; ; {
+		j := bytes.Index(raw[i:], key)
+		if j < 0 {
+			return n
+		}
+		i += j + len(key)
+		if k := skipSpace(raw, i); k < len(raw) && raw[k] == ':' {
+			n++
+		}
+	}
+}
+
+// session returns the in-memory session for sid, loading its trim state on first use.
+func (p *Proxy) session(sid string) (*session, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.sessions[sid]; s != nil {
+		return s, nil
+	}
+	b, err := p.root.LoadTrimState(sid)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{sid: sid, state: decodeTrimState(b), threads: map[string][]*message{}}
+	p.evictLocked()
+	p.sessions[sid] = s
+	return s, nil
+}
+
+// maxSessions bounds the sessions kept in memory; the least recently used one goes first.
+// Its trim state is on disk, so only the fast path's cache is lost.
+const maxSessions = 64
+
+func (p *Proxy) evictLocked() {
+	if len(p.sessions) < maxSessions {
+		return
+	}
+	var oldest string
+	var at time.Time
+	for sid, s := range p.sessions {
+		if s.mu.TryLock() {
+			used := s.used
+			s.mu.Unlock()
+			if oldest == "" || used.Before(at) {
+				oldest, at = sid, used
+			}
+		}
+	}
+	delete(p.sessions, oldest)
+}
+
+func (s *session) stateJSON() []byte {
+	b, _ := jsonMarshal(s.state)
+	return b
+}

@@ -1,0 +1,243 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// session is the proxy's in-memory side of one session: its trim state and, per thread,
+// the messages of the last request, so that a request that repeats the previous one and
+// appends a turn costs work in proportion to what is new (DESIGN.md §4, fast path).
+type session struct {
+	mu      sync.Mutex
+	sid     string
+	state   trimState
+	threads map[string][]*message
+	used    time.Time
+}
+
+// buildMessages parses the request's messages and gives each its rows, reusing the
+// messages of the thread's previous request where the bytes and the chain agree.
+func (p *Proxy) buildMessages(s *session, req *anthropicRequest) (msgs []*message, thread string, err error) {
+	msgs = make([]*message, len(req.rawMsgs))
+	names := map[string]string{}
+	var cache []*message
+	prev := ""
+	for i, raw := range req.rawMsgs {
+		if cache != nil && i < len(cache) && cache[i].prevFP == prev && bytes.Equal(cache[i].raw, raw) {
+			m := cache[i]
+			msgs[i] = m
+			for _, u := range m.toolUses {
+				names[u.id] = u.name
+			}
+			prev = m.endFP
+			continue
+		}
+		m, err := parseMessage(raw)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, u := range m.toolUses {
+			names[u.id] = u.name
+		}
+		if err := p.rowsFor(m, prev, names); err != nil {
+			return nil, "", err
+		}
+		msgs[i] = m
+		prev = m.endFP
+		if thread == "" && m.firstFP != "" {
+			thread = m.firstFP
+			cache = s.threads[thread]
+		}
+	}
+	if thread == "" {
+		for _, m := range msgs {
+			if m.firstFP != "" {
+				thread = m.firstFP
+				break
+			}
+		}
+	}
+	return msgs, thread, nil
+}
+
+// rowsFor builds the rows of a new message (contract: Rows) chained after prev, and the
+// compressed form of its large tool results (contract: compressed tool result).
+func (p *Proxy) rowsFor(m *message, prev string, names map[string]string) error {
+	m.prevFP = prev
+	if m.pinned {
+		m.endFP = prev
+		return nil
+	}
+	m.rows = make([]row, 0, len(m.blocks))
+	compressed := false
+	for bi := range m.blocks {
+		b := &m.blocks[bi]
+		role, kind, name, text, ok, err := blockRow(m, b, names)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		r := row{role: role, kind: kind, name: name, text: text}
+		if kind == "tool_result" && b.typ == "tool_result" {
+			blobID, rendered, err := p.compressToolResult(b.raw, text)
+			if err != nil {
+				return err
+			}
+			if rendered != nil {
+				r.blobID, b.rendered, compressed = blobID, rendered, true
+			}
+		}
+		r.fp = store.Fingerprint(prev, r.role, r.kind, r.name, r.text)
+		prev = r.fp
+		m.rows = append(m.rows, r)
+	}
+	m.endFP = prev
+	if len(m.rows) > 0 {
+		m.firstFP = m.rows[0].fp
+	}
+	if compressed {
+		m.rendered = renderContent(m, "", false)
+	}
+	return nil
+}
+
+// sessionID picks the session id by the contract's five sources (contract: Session id),
+// each sanitized; it returns "" when none yields one.
+func sessionID(h interface{ Get(string) string }, req *anthropicRequest) string {
+	for _, name := range []string{"X-Smarter-Compact-Session-Id", "X-Claude-Code-Session-Id"} {
+		if sid, ok := store.SanitizeSID(h.Get(name)); ok {
+			return sid
+		}
+	}
+	if sid := metadataSessionID(req.metadata); sid != "" {
+		return sid
+	}
+	if sid, ok := store.SanitizeSID(req.promptCacheKey); ok {
+		return sid
+	}
+	for _, name := range []string{"Session_id", "X-Session-Id", "Conversation_id"} {
+		if sid, ok := store.SanitizeSID(h.Get(name)); ok {
+			return sid
+		}
+	}
+	return ""
+}
+
+var legacyUserID = regexp.MustCompile(`_session_([0-9A-Za-z-]{8,})$`)
+
+// metadataSessionID reads metadata.user_id: the JSON form's session_id, then the legacy
+// user_<hex>_account_<uuid>_session_<id> form.
+func metadataSessionID(meta []byte) string {
+	if kindOf(meta) != '{' {
+		return ""
+	}
+	fields, err := objectMembers(meta)
+	if err != nil {
+		return ""
+	}
+	for _, f := range fields {
+		if f.key != "user_id" || kindOf(f.val) != '"' {
+			continue
+		}
+		uid, _ := decodeString(f.val)
+		if strings.HasPrefix(strings.TrimSpace(uid), "{") {
+			if inner, err := objectMembers([]byte(uid)); err == nil {
+				for _, g := range inner {
+					if g.key == "session_id" && kindOf(g.val) == '"' {
+						s, _ := decodeString(g.val)
+						if sid, ok := store.SanitizeSID(s); ok {
+							return sid
+						}
+					}
+				}
+			}
+		}
+		if m := legacyUserID.FindStringSubmatch(uid); m != nil {
+			if sid, ok := store.SanitizeSID(m[1]); ok {
+				return sid
+			}
+		}
+	}
+	return ""
+}
+
+// fallbackSessionID is fp-<first 16 hex of SHA-256(system prompt + first user message)>,
+// over the system text blocks joined by newlines and the first user message's row texts
+// joined by newlines.
+func fallbackSessionID(req *anthropicRequest, msgs []*message) string {
+	h := sha256.New()
+	h.Write([]byte(systemText(req.system)))
+	for _, m := range msgs {
+		if m.role == "user" {
+			for i, r := range m.rows {
+				if i > 0 {
+					h.Write([]byte{'\n'})
+				}
+				h.Write([]byte(r.text))
+			}
+			break
+		}
+	}
+	return "fp-" + hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func systemText(system []byte) string {
+	switch kindOf(system) {
+	case '"':
+		s, _ := decodeString(system)
+		return s
+	case '[':
+		elems, err := arrayElems(system)
+		if err != nil {
+			return ""
+		}
+		parts := make([]string, 0, len(elems))
+		for _, e := range elems {
+			if t, typ, err := textBlock(e); err == nil && typ == "text" {
+				parts = append(parts, t)
+			}
+		}
+		return strings.Join(parts, "\n")
+	}
+	return ""
+}
+
+var modelVersion = regexp.MustCompile(`claude-(?:opus|sonnet|haiku)-(\d+)-(\d+)`)
+
+// bindsThinkingToPrefix reports whether the model checks that a thinking block's earlier
+// conversation is unchanged (api-rules §1.7.4): Fable 5.1, Opus 5.5 and, by our
+// assumption, every later model except Mythos; or any request that sets
+// thinking.block_binding itself.
+func bindsThinkingToPrefix(model string, thinking []byte) bool {
+	if bytes.Contains(thinking, []byte(`"block_binding"`)) {
+		return true
+	}
+	m := strings.ToLower(model)
+	switch {
+	case strings.Contains(m, "mythos"):
+		return false
+	case strings.Contains(m, "fable"):
+		return true
+	}
+	v := modelVersion.FindStringSubmatch(m)
+	if v == nil {
+		return false
+	}
+	major, _ := strconv.Atoi(v[1])
+	minor, _ := strconv.Atoi(v[2])
+	if minor > 9 { // dated ids such as claude-sonnet-4-20250514 have no minor version
+		minor = 0
+	}
+	return major > 5 || major == 5 && minor >= 5
+}

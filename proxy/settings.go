@@ -1,0 +1,52 @@
+package proxy
+
+import "time"
+
+// Settings are the proxy's knobs (seed 001: configuration table; DESIGN.md §7). The app
+// fills them from config.toml and the environment; zero values are not defaults, use
+// DefaultSettings.
+type Settings struct {
+	// TrimAtTokens is the trim threshold in estimated prompt tokens; 0 means "follow the
+	// model": 95000 for a model id containing "haiku", 120000 otherwise.
+	TrimAtTokens int
+	// TrimToFraction bounds how many older in-turn steps a trim keeps (0 < f < 1; default 0.3).
+	TrimToFraction float64
+	// CharsPerToken is the estimate's ratio before a session reports usage (default 2.5).
+	CharsPerToken float64
+	// CompressOverTokens: tool results above this many estimated tokens are compressed;
+	// 0 disables compression (default 4000).
+	CompressOverTokens int
+	// StandingInstruction adds the contract's standing instruction to every request (default true).
+	StandingInstruction bool
+
+	// Upstreams are the base URLs per API family: "anthropic", "openai", "codex".
+	Upstreams map[string]string
+
+	// ConnectTimeout bounds dialing the upstream; IdleTimeout bounds the wait for response
+	// headers and for each read of the response body.
+	ConnectTimeout time.Duration
+	IdleTimeout    time.Duration
+}
+
+// DefaultSettings returns the seed defaults.
+func DefaultSettings() Settings {
+	return Settings{
+		TrimToFraction:      0.3,
+		CharsPerToken:       2.5,
+		CompressOverTokens:  4000,
+		StandingInstruction: true,
+		Upstreams: map[string]string{
+			"anthropic": "https://api.anthropic.com",
+			"openai":    "https://api.openai.com",
+			"codex":     "https://chatgpt.com/backend-api/codex",
+		},
+		ConnectTimeout: 10 * time.Second,
+		IdleTimeout:    10 * time.Minute,
+	}
+}
+
+// Toggles answers whether trimming is on for an agent ("claude-code", "codex", "opencode",
+// "unknown"). It is asked on every request, so a change takes effect on the next one.
+type Toggles interface {
+	Enabled(agent string) bool
+}

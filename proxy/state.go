@@ -1,0 +1,86 @@
+package proxy
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+)
+
+// trimState is sessions/<sid>.trim.json (contract: proxy-private; seed 001: token
+// estimate). Messages are named by the fingerprint of their first row, so a later request
+// with the same history finds the same cut whatever its wire form.
+type trimState struct {
+	Threads map[string]*threadState `json:"threads"`
+	// Latest is the session's newest usage sample, used by a thread with none of its own.
+	Latest *usageSample `json:"latest,omitempty"`
+}
+
+type threadState struct {
+	Cut     string `json:"cut,omitempty"`      // first row of the cut turn
+	Gap     string `json:"gap,omitempty"`      // first row of the first kept tail message; "" no gap
+	Strip   int    `json:"strip,omitempty"`    // index of the strip message at trim time (informational)
+	StripFP string `json:"strip_fp,omitempty"` // first row of the first message whose thinking stays; "" strips none
+	// KeepHead: the cut turn was not a clean cut, so only its in-turn gap drops.
+	KeepHead bool         `json:"keep_head,omitempty"`
+	Block    string       `json:"block,omitempty"` // the pointer (and recall) text, repeated byte for byte
+	Dropped  int          `json:"dropped,omitempty"`
+	Sample   *usageSample `json:"sample,omitempty"`
+}
+
+// usageSample pairs the characters of a forwarded view with the prompt tokens the
+// provider reported for it (seed 001: token estimate).
+type usageSample struct {
+	Chars  int `json:"chars"`
+	Tokens int `json:"tokens"`
+}
+
+func decodeTrimState(b []byte) trimState {
+	var st trimState
+	if len(b) > 0 {
+		_ = json.Unmarshal(b, &st) // a damaged file starts the session afresh
+	}
+	if st.Threads == nil {
+		st.Threads = map[string]*threadState{}
+	}
+	return st
+}
+
+func (st *trimState) thread(root string) *threadState {
+	t := st.Threads[root]
+	if t == nil {
+		t = &threadState{}
+		st.Threads[root] = t
+	}
+	return t
+}
+
+// estimate returns the calibrated prompt size in tokens of a view of chars characters
+// (seed 001: token estimate): tokens + ceil((chars − chars then) / ratio) from the thread's
+// sample, else chars / the session's latest ratio, else chars / charsPerToken.
+func (st *trimState) estimate(root string, chars int, charsPerToken float64) int {
+	if t := st.Threads[root]; t != nil && t.Sample != nil && t.Sample.Tokens > 0 {
+		r := ratio(t.Sample)
+		return t.Sample.Tokens + int(math.Ceil(float64(chars-t.Sample.Chars)/r))
+	}
+	if st.Latest != nil && st.Latest.Tokens > 0 {
+		return int(math.Ceil(float64(chars) / ratio(st.Latest)))
+	}
+	return int(math.Ceil(float64(chars) / charsPerToken))
+}
+
+func ratio(s *usageSample) float64 {
+	r := float64(s.Chars) / float64(s.Tokens)
+	return math.Min(8, math.Max(1, r))
+}
+
+// thresholdFor returns the trim threshold for a model: the configured value, else 95000
+// for Haiku and 120000 otherwise (seed 001: CONTEXT_TRIM_AT_TOKENS).
+func thresholdFor(configured int, model string) int {
+	if configured > 0 {
+		return configured
+	}
+	if strings.Contains(strings.ToLower(model), "haiku") {
+		return 95000
+	}
+	return 120000
+}

@@ -1,0 +1,214 @@
+package proxy
+
+// The trim (contract: Trim). It works on the message list of one thread and decides which
+// messages the view keeps. It never looks at bytes: rendering is view.go's job.
+
+// cutPlan is a trim expressed as message indices of one request.
+type cutPlan struct {
+	first int // first real user turn, -1 when there is none
+	cut   int // the cut turn, -1 when the request is not trimmed
+	reply int // the final reply kept before the cut turn, -1 when none
+	gap   int // first message of the kept tail after the cut turn; cut+1 (or -1) means no gap
+	strip int // assistant messages before this index lose signed thinking; -1 strips nothing
+	// keepHead keeps every message before the cut turn: the cut is not a candidate (no
+	// earlier turn could drop cleanly), so only the in-turn gap drops.
+	keepHead bool
+}
+
+func noPlan(first int) cutPlan { return cutPlan{first: first, cut: -1, reply: -1, gap: -1, strip: -1} }
+
+func (p cutPlan) active() bool { return p.cut >= 0 }
+
+// kept reports whether message i is in the view.
+func (p cutPlan) kept(msgs []*message, i int) bool {
+	switch {
+	case !p.active() || i <= p.first || i == p.cut:
+		return true
+	case i < p.cut:
+		return p.keepHead || msgs[i].pinned || i == p.reply
+	default:
+		return p.gap <= p.cut+1 || i >= p.gap
+	}
+}
+
+// dropped counts the non-pinned messages the plan removes.
+func (p cutPlan) dropped(msgs []*message) int {
+	if !p.active() {
+		return 0
+	}
+	n := 0
+	for i, m := range msgs {
+		if !m.pinned && !p.kept(msgs, i) {
+			n++
+		}
+	}
+	return n
+}
+
+// firstRealUser returns the index of the first real user turn (contract: the first user
+// message that is not only tool_result blocks), or -1.
+func firstRealUser(msgs []*message) int {
+	for i, m := range msgs {
+		if m.role == "user" && m.realUser {
+			return i
+		}
+	}
+	return -1
+}
+
+// replyBefore returns the index of the agent message just before message i, skipping
+// pinned messages, when it is a final reply that keeps content after a thinking strip.
+func replyBefore(msgs []*message, i int) int {
+	for j := i - 1; j >= 0; j-- {
+		if msgs[j].pinned {
+			continue
+		}
+		if m := msgs[j]; m.role == "assistant" && m.finalReply && m.nonThinking > 0 {
+			return j
+		}
+		return -1
+	}
+	return -1
+}
+
+// cutCandidate reports whether a real user turn at i can be the cut: the message before it
+// is a final reply (so the kept messages alternate roles: first turn, reply, cut turn),
+// something between the first turn and the reply drops, and no tool_use/tool_result pair
+// straddles the dropped and kept parts.
+func cutCandidate(msgs []*message, first, i int) bool {
+	m := msgs[i]
+	if m.role != "user" || !m.realUser || i <= first {
+		return false
+	}
+	r := replyBefore(msgs, i)
+	if r < 0 {
+		return false
+	}
+	dropIDs := map[string]bool{}
+	drops := false
+	for j := first + 1; j < r; j++ {
+		if msgs[j].pinned {
+			continue
+		}
+		drops = true
+		for _, u := range msgs[j].toolUses {
+			dropIDs[u.id] = true
+		}
+		for _, id := range msgs[j].toolResIDs {
+			dropIDs[id] = true
+		}
+	}
+	if !drops {
+		return false
+	}
+	if len(dropIDs) == 0 {
+		return true
+	}
+	for j := r; j < len(msgs); j++ {
+		for _, u := range msgs[j].toolUses {
+			if dropIDs[u.id] {
+				return false
+			}
+		}
+		for _, id := range msgs[j].toolResIDs {
+			if dropIDs[id] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// chooseCut returns the last real user turn after prev (the existing cut, -1 for none)
+// that is a cut candidate; else the existing cut; else the last real user turn.
+func chooseCut(msgs []*message, first, prev int) int {
+	lo := first
+	if prev > lo {
+		lo = prev
+	}
+	for i := len(msgs) - 1; i > lo; i-- {
+		if cutCandidate(msgs, first, i) {
+			return i
+		}
+	}
+	if prev >= 0 {
+		return prev
+	}
+	for i := len(msgs) - 1; i >= first && i >= 0; i-- {
+		if msgs[i].role == "user" && msgs[i].realUser {
+			return i
+		}
+	}
+	return -1
+}
+
+// steps splits the cut turn's agent loop into steps: each starts at an assistant message
+// and holds the messages after it up to the next assistant message (contract: in-turn gap).
+func steps(msgs []*message, cut int) []int {
+	var out []int
+	for i := cut + 1; i < len(msgs); i++ {
+		if msgs[i].role == "assistant" {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// latestAssistant returns the index of the last assistant message, -1 when none. In the
+// Anthropic format assistant messages alternate with user messages, so the latest
+// assistant run is this one message.
+func latestAssistant(msgs []*message) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].role == "assistant" {
+			return i
+		}
+	}
+	return -1
+}
+
+// planTrim chooses a new cut and gap for msgs given the existing plan. under reports
+// whether a view that keeps the tail from message index t stays under the trim_to_fraction
+// budget. bindsPrefix selects the strip for models that bind thinking to its prefix
+// (api-rules §1.7.4): every kept assistant message loses signed thinking, the latest too.
+func planTrim(msgs []*message, old cutPlan, under func(p cutPlan) bool, bindsPrefix bool) cutPlan {
+	first := firstRealUser(msgs)
+	if first < 0 {
+		return old
+	}
+	p := noPlan(first)
+	p.cut = chooseCut(msgs, first, old.cut)
+	if p.cut < 0 {
+		return old
+	}
+	if p.cut == old.cut {
+		p.keepHead = old.keepHead
+	} else if p.cut > first && !cutCandidate(msgs, first, p.cut) {
+		p.keepHead = true
+	}
+	if p.cut > first && !p.keepHead {
+		p.reply = replyBefore(msgs, p.cut)
+	}
+	p.gap = p.cut + 1
+	if st := steps(msgs, p.cut); len(st) > 3 {
+		tail := len(st) - 3
+		for tail > 1 {
+			try := p
+			try.gap = st[tail-1]
+			if !under(try) {
+				break
+			}
+			tail--
+		}
+		p.gap = st[tail]
+		if old.cut == p.cut && old.gap > p.gap {
+			p.gap = old.gap // later trims of the same cut only move the gap forward
+		}
+	}
+	if la := latestAssistant(msgs); la >= 0 {
+		p.strip = la
+		if bindsPrefix {
+			p.strip = la + 1
+		}
+	}
+	return p
+}

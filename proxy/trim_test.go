@@ -1,0 +1,171 @@
+package proxy
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// Shorthand message builders for trim tests: u text, a reply, at tool call, ur result,
+// urt result plus text, sys mid-conversation system message.
+func u(text string) string { return fmt.Sprintf(`{"role":"user","content":%q}`, text) }
+func a(text string) string {
+	return fmt.Sprintf(`{"role":"assistant","content":[{"type":"text","text":%q}]}`, text)
+}
+func at(id string) string {
+	return fmt.Sprintf(`{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"tool_use","id":%q,"name":"Bash","input":{"command":"ls"}}]}`, id)
+}
+func ur(id string) string {
+	return fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":%q,"content":"out %s"}]}`, id, id)
+}
+func urt(id, text string) string {
+	return fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":%q,"content":"out"},{"type":"text","text":%q}]}`, id, text)
+}
+func sys(text string) string { return fmt.Sprintf(`{"role":"system","content":%q}`, text) }
+
+func buildMsgs(t testing.TB, raws ...string) []*message {
+	t.Helper()
+	p := &Proxy{settings: Settings{CharsPerToken: 2.5}}
+	names := map[string]string{}
+	prev := ""
+	var out []*message
+	for _, r := range raws {
+		m, err := parseMessage([]byte(r))
+		if err != nil {
+			t.Fatalf("%s: %v", r, err)
+		}
+		for _, u := range m.toolUses {
+			names[u.id] = u.name
+		}
+		if err := p.rowsFor(m, prev, names); err != nil {
+			t.Fatal(err)
+		}
+		prev = m.endFP
+		out = append(out, m)
+	}
+	return out
+}
+
+func keptSet(msgs []*message, p cutPlan) string {
+	var b strings.Builder
+	for i := range msgs {
+		if p.kept(msgs, i) {
+			fmt.Fprintf(&b, "%d ", i)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func TestPlanTrim(t *testing.T) {
+	always := func(cutPlan) bool { return false } // never room for more than 3 steps
+	tests := []struct {
+		name    string
+		msgs    []string
+		old     cutPlan
+		binds   bool
+		cut     int
+		kept    string
+		dropped int
+		strip   int
+	}{
+		{"plain turns: cut at the last user turn, reply kept",
+			[]string{u("task"), a("r1"), u("q2"), a("r2"), u("q3"), a("r3"), u("q4")}, cutPlan{cut: -1},
+			false, 6, "0 5 6", 4, 5},
+		{"mid-conversation system message is pinned",
+			[]string{u("task"), sys("env"), a("r1"), u("q2"), a("r2"), u("q3")}, cutPlan{cut: -1},
+			false, 5, "0 1 4 5", 2, 4},
+		{"first turn in flight: gap only, never the step after the cut turn",
+			[]string{u("task"), at("t1"), ur("t1"), at("t2"), ur("t2"), at("t3"), ur("t3"), at("t4"), ur("t4"), at("t5"), ur("t5")}, cutPlan{cut: -1},
+			false, 0, "0 5 6 7 8 9 10", 4, 9},
+		{"binding model strips the latest assistant too",
+			[]string{u("task"), a("r1"), u("q2"), at("t1"), ur("t1")}, cutPlan{cut: -1},
+			true, 2, "0 1 2 3 4", 0, 4},
+		{"no clean cut: a mixed result turn keeps its head and its pair",
+			[]string{u("task"), a("r1"), u("q2"), at("t1"), urt("t1", "stop"), at("t2"), ur("t2")}, cutPlan{cut: -1},
+			false, 4, "0 1 2 3 4 5 6", 0, 5},
+		{"a turn whose reply called tools is not a cut: the earlier clean turn is",
+			[]string{u("task"), a("r1"), u("q2"), a("r2"), u("q3"), at("t1"), urt("t1", "more"), at("t2"), ur("t2")}, cutPlan{cut: -1},
+			false, 4, "0 3 4 5 6 7 8", 2, 7},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs := buildMsgs(t, tc.msgs...)
+			old := tc.old
+			old.first, old.reply, old.gap, old.strip = firstRealUser(msgs), -1, -1, -1
+			p := planTrim(msgs, old, always, tc.binds)
+			if p.cut != tc.cut {
+				t.Fatalf("cut %d, want %d (plan %+v)", p.cut, tc.cut, p)
+			}
+			if got := keptSet(msgs, p); got != tc.kept {
+				t.Errorf("kept %q, want %q (plan %+v)", got, tc.kept, p)
+			}
+			if got := p.dropped(msgs); got != tc.dropped {
+				t.Errorf("dropped %d, want %d", got, tc.dropped)
+			}
+			if p.strip != tc.strip {
+				t.Errorf("strip %d, want %d", p.strip, tc.strip)
+			}
+			assertPairs(t, msgs, p)
+		})
+	}
+}
+
+// assertPairs fails when a kept tool_use has its result dropped or the other way round.
+func assertPairs(t *testing.T, msgs []*message, p cutPlan) {
+	t.Helper()
+	keptUse, keptRes := map[string]bool{}, map[string]bool{}
+	for i, m := range msgs {
+		if !p.kept(msgs, i) {
+			continue
+		}
+		for _, u := range m.toolUses {
+			keptUse[u.id] = true
+		}
+		for _, id := range m.toolResIDs {
+			keptRes[id] = true
+		}
+	}
+	for id := range keptUse {
+		if !keptRes[id] && id != lastOpenCall(msgs) {
+			t.Errorf("tool_use %s kept without its result", id)
+		}
+	}
+	for id := range keptRes {
+		if !keptUse[id] {
+			t.Errorf("tool_result %s kept without its tool_use", id)
+		}
+	}
+}
+
+func lastOpenCall(msgs []*message) string {
+	if len(msgs) == 0 {
+		return ""
+	}
+	last := msgs[len(msgs)-1]
+	if last.role == "assistant" && len(last.toolUses) > 0 {
+		return last.toolUses[0].id
+	}
+	return ""
+}
+
+func TestPlanTrimGapGrowsUnderBudgetAndOnlyMovesForward(t *testing.T) {
+	raws := []string{u("task")}
+	for i := 1; i <= 8; i++ {
+		id := fmt.Sprintf("t%d", i)
+		raws = append(raws, at(id), ur(id))
+	}
+	msgs := buildMsgs(t, raws...)
+	roomy := func(p cutPlan) bool { return p.gap >= 7 } // room for the tail from message 7 on
+	p := planTrim(msgs, noPlan(0), roomy, false)
+	if p.gap != 7 {
+		t.Fatalf("gap starts at %d, want 7 (older steps kept while under budget)", p.gap)
+	}
+	// a later trim of the same cut with less room may only move the gap forward
+	p2 := planTrim(msgs, p, func(cutPlan) bool { return true }, false)
+	if p2.gap < p.gap {
+		t.Fatalf("gap moved back from %d to %d", p.gap, p2.gap)
+	}
+	if p2.gap == 1 {
+		t.Fatal("the step right after the cut turn must never be kept in the tail")
+	}
+}

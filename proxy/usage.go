@@ -1,0 +1,198 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+type tapKey struct{}
+
+// usage is what the provider reported for one call (api-rules §7). nil: not reported.
+type usage struct {
+	input, cacheRead, cacheCreation, output *int64
+}
+
+func (u usage) prompt() (int64, bool) {
+	if u.input == nil && u.cacheRead == nil && u.cacheCreation == nil {
+		return 0, false
+	}
+	var n int64
+	for _, p := range []*int64{u.input, u.cacheRead, u.cacheCreation} {
+		if p != nil {
+			n += *p
+		}
+	}
+	return n, true
+}
+
+// usageTap passes a response body through unchanged and reads the provider's usage from
+// it on the way (api-rules §2.1, §7): message_start's usage, overwritten by any field a
+// message_delta carries; or the usage object of a non-stream JSON body. It never holds
+// back a byte; done runs once, when the body ends or is closed.
+type usageTap struct {
+	body     io.ReadCloser
+	sse      bool
+	encoding string
+	line     []byte
+	whole    []byte // non-stream or compressed bodies, kept (bounded) to parse at the end
+	u        usage
+	once     sync.Once
+	done     func(usage)
+}
+
+const maxTapped = 8 << 20
+
+func newUsageTap(body io.ReadCloser, contentType, encoding string, done func(usage)) io.ReadCloser {
+	enc := strings.ToLower(strings.TrimSpace(encoding))
+	if enc == "identity" {
+		enc = ""
+	}
+	return &usageTap{body: body, sse: strings.HasPrefix(contentType, "text/event-stream"), encoding: enc, done: done}
+}
+
+func (t *usageTap) Read(b []byte) (int, error) {
+	n, err := t.body.Read(b)
+	if n > 0 {
+		t.feed(b[:n])
+	}
+	if err == io.EOF {
+		t.finish()
+	}
+	return n, err
+}
+
+func (t *usageTap) Close() error {
+	t.finish()
+	return t.body.Close()
+}
+
+func (t *usageTap) feed(b []byte) {
+	if !t.sse || t.encoding != "" {
+		if len(t.whole)+len(b) <= maxTapped {
+			t.whole = append(t.whole, b...)
+		}
+		return
+	}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			if len(t.line)+len(b) <= maxTapped {
+				t.line = append(t.line, b...)
+			}
+			return
+		}
+		t.line = append(t.line, b[:i]...)
+		t.sseLine(t.line)
+		t.line = t.line[:0]
+		b = b[i+1:]
+	}
+}
+
+func (t *usageTap) sseLine(line []byte) {
+	line = bytes.TrimSuffix(line, []byte{'\r'})
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok || !bytes.Contains(data, []byte(`"usage"`)) {
+		return
+	}
+	var ev struct {
+		Type    string `json:"type"`
+		Message struct {
+			Usage json.RawMessage `json:"usage"`
+		} `json:"message"`
+		Usage json.RawMessage `json:"usage"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(data), &ev) != nil {
+		return
+	}
+	switch ev.Type {
+	case "message_start":
+		t.u.merge(ev.Message.Usage)
+	case "message_delta":
+		t.u.merge(ev.Usage)
+	}
+}
+
+// merge overwrites the fields present in raw (message_delta counts are cumulative).
+func (u *usage) merge(raw json.RawMessage) {
+	if len(raw) == 0 {
+		return
+	}
+	var f struct {
+		Input         *int64 `json:"input_tokens"`
+		CacheRead     *int64 `json:"cache_read_input_tokens"`
+		CacheCreation *int64 `json:"cache_creation_input_tokens"`
+		Output        *int64 `json:"output_tokens"`
+	}
+	if json.Unmarshal(raw, &f) != nil {
+		return
+	}
+	if f.Input != nil {
+		u.input = f.Input
+	}
+	if f.CacheRead != nil {
+		u.cacheRead = f.CacheRead
+	}
+	if f.CacheCreation != nil {
+		u.cacheCreation = f.CacheCreation
+	}
+	if f.Output != nil {
+		u.output = f.Output
+	}
+}
+
+func (t *usageTap) finish() {
+	t.once.Do(func() {
+		body := t.whole
+		if t.encoding != "" && len(body) > 0 {
+			if dec, err := decodeBody(body, t.encoding); err == nil {
+				body = dec
+			} else {
+				body = nil
+			}
+		}
+		if t.sse && t.encoding != "" {
+			for _, line := range bytes.Split(body, []byte{'\n'}) {
+				t.sseLine(line)
+			}
+		} else if !t.sse && len(body) > 0 {
+			var msg struct {
+				Usage json.RawMessage `json:"usage"`
+			}
+			if json.Unmarshal(body, &msg) == nil {
+				t.u.merge(msg.Usage)
+			}
+		} else if len(t.line) > 0 {
+			t.sseLine(t.line)
+		}
+		t.whole, t.line = nil, nil
+		t.done(t.u)
+	})
+}
+
+// recordUsage calibrates the estimate with the call's prompt size and writes the usage
+// event (contract: Events; seed 001: token estimate).
+func (p *Proxy) recordUsage(res *rewritten, u usage) {
+	s := res.sess
+	if prompt, ok := u.prompt(); ok && prompt > 0 {
+		s.mu.Lock()
+		sample := &usageSample{Chars: res.chars, Tokens: int(prompt)}
+		s.state.thread(res.thread).Sample = sample
+		s.state.Latest = sample
+		b := s.stateJSON()
+		s.mu.Unlock()
+		if err := p.root.SaveTrimState(s.sid, b); err != nil {
+			p.log.Warn("smarter-compact: saving the trim state failed", "session", s.sid, "err", err.Error())
+		}
+	}
+	bp := res.breakpoints
+	p.event(s.sid, store.Event{At: p.now(), Kind: "usage", Version: p.version, Model: res.model,
+		ThreadRoot: res.thread, Trimmed: &res.trimmed, InputTokens: u.input, CacheReadTokens: u.cacheRead,
+		CacheCreationTokens: u.cacheCreation, OutputTokens: u.output, Breakpoints: &bp, BreakpointAt: res.breakpointAt})
+}

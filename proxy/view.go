@@ -1,0 +1,186 @@
+package proxy
+
+import (
+	"bytes"
+	"strings"
+)
+
+// renderContent returns message m with its content rebuilt: pointer (when not "") as a
+// leading text block, compressed tool results in place, and thinking blocks left out when
+// strip is set. Every other byte of the message is copied as it came. It returns nil when
+// the message would be left with no content.
+func renderContent(m *message, pointer string, strip bool) []byte {
+	content := make([]byte, 0, len(m.raw)+len(pointer)+64)
+	content = append(content, '[')
+	n := 0
+	add := func(b []byte) {
+		if n > 0 {
+			content = append(content, ',')
+		}
+		content = append(content, b...)
+		n++
+	}
+	// The pointer leads the turn, after any tool_result blocks, which must come first in a
+	// user message (api-rules §1.4).
+	lead := 0
+	for lead < len(m.blocks) && m.blocks[lead].typ == "tool_result" && !m.stringContent {
+		lead++
+	}
+	if pointer != "" && lead == 0 {
+		add(textBlockJSON(pointer))
+	}
+	for bi, b := range m.blocks {
+		if pointer != "" && lead > 0 && bi == lead {
+			add(textBlockJSON(pointer))
+		}
+		if strip && (b.typ == "thinking" || b.typ == "redacted_thinking") {
+			continue
+		}
+		switch {
+		case m.stringContent:
+			if pointer == "" {
+				return m.raw // nothing to change in a string content
+			}
+			add(append(append([]byte(`{"type":"text","text":`), b.raw...), '}'))
+		case b.rendered != nil:
+			add(b.rendered)
+		default:
+			add(b.raw)
+		}
+	}
+	if pointer != "" && lead > 0 && lead == len(m.blocks) {
+		add(textBlockJSON(pointer))
+	}
+	if n == 0 {
+		return nil
+	}
+	content = append(content, ']')
+	return spliceObject(make([]byte, 0, len(m.raw)+len(content)), m.raw, m.members, map[int][]byte{m.contentAt: content})
+}
+
+func textBlockJSON(text string) []byte {
+	b := make([]byte, 0, len(text)+32)
+	b = append(b, `{"type":"text","text":`...)
+	b = appendJSONString(b, text)
+	return append(b, '}')
+}
+
+// view is what one request sends upstream.
+type view struct {
+	body  []byte
+	chars int // estimate characters: system, tools and kept messages, without the standing instruction
+}
+
+// messageView returns the bytes message i goes out as under plan (nil: left out).
+func messageView(msgs []*message, plan cutPlan, block string, i int) []byte {
+	m := msgs[i]
+	if !plan.kept(msgs, i) {
+		return nil
+	}
+	pointer := ""
+	if plan.active() && i == plan.cut {
+		pointer = block
+	}
+	strip := plan.strip >= 0 && i < plan.strip && m.role == "assistant" && m.thinking
+	if pointer == "" && !strip {
+		if m.rendered != nil {
+			return m.rendered
+		}
+		return m.raw
+	}
+	return renderContent(m, pointer, strip)
+}
+
+// viewChars estimates the characters of the view under plan without rendering it.
+func viewChars(req *anthropicRequest, msgs []*message, plan cutPlan, block string) int {
+	n := len(req.system) + len(req.tools)
+	for i, m := range msgs {
+		if !plan.kept(msgs, i) {
+			continue
+		}
+		raw := m.raw
+		if m.rendered != nil {
+			raw = m.rendered
+		}
+		n += len(raw) - m.binaryAdjust + 1
+		if plan.active() && i == plan.cut {
+			n += len(block) + 32
+		}
+	}
+	return n
+}
+
+// render splices the view: kept messages as they came (or as rendered), the system
+// prompt with the standing instruction, every other top-level member untouched.
+func render(req *anthropicRequest, msgs []*message, plan cutPlan, block string, instruction bool) view {
+	out := make([]byte, 0, len(req.body)+len(block)+len(StandingInstruction)+256)
+	arr := make([]byte, 0, len(req.top[req.messagesAt].val)+len(block)+64)
+	arr = append(arr, '[')
+	chars := len(req.system) + len(req.tools)
+	n := 0
+	for i, m := range msgs {
+		b := messageView(msgs, plan, block, i)
+		if b == nil {
+			continue
+		}
+		if n > 0 {
+			arr = append(arr, ',')
+		}
+		arr = append(arr, b...)
+		chars += len(b) - m.binaryAdjust + 1
+		n++
+	}
+	arr = append(arr, ']')
+	repl := map[int][]byte{req.messagesAt: arr}
+	addSystem := false
+	if instruction {
+		if req.systemAt >= 0 {
+			if sys := withInstruction(req.system); sys != nil {
+				repl[req.systemAt] = sys
+			}
+		} else {
+			addSystem = true
+		}
+	}
+	out = spliceObject(out, req.body, req.top, repl)
+	if addSystem {
+		// an absent system becomes [block]: insert it before the closing brace
+		end := bytes.LastIndexByte(out, '}')
+		tail := append([]byte{}, out[end:]...)
+		out = append(out[:end], `,"system":[`...)
+		out = append(out, textBlockJSON(StandingInstruction)...)
+		out = append(out, ']')
+		out = append(out, tail...)
+	}
+	return view{body: out, chars: chars}
+}
+
+// withInstruction returns the system value with the standing instruction appended as one
+// text block (contract: placement, Anthropic), or nil when it already contains it.
+func withInstruction(system []byte) []byte {
+	if bytes.Contains(system, []byte("Context management: to fit your context window")) &&
+		strings.Contains(systemText(system), StandingInstruction) {
+		return nil
+	}
+	si := textBlockJSON(StandingInstruction)
+	switch kindOf(system) {
+	case '"':
+		out := make([]byte, 0, len(system)+len(si)+32)
+		out = append(out, `[{"type":"text","text":`...)
+		out = append(out, bytes.TrimSpace(system)...)
+		out = append(out, `},`...)
+		out = append(out, si...)
+		return append(out, ']')
+	case '[':
+		t := bytes.TrimSpace(system)
+		inner := bytes.TrimSpace(t[1 : len(t)-1])
+		out := make([]byte, 0, len(t)+len(si)+2)
+		out = append(out, t[:len(t)-1]...)
+		if len(inner) > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, si...)
+		return append(out, ']')
+	}
+	return nil
+}

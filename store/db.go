@@ -1,0 +1,524 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// timeLayout is the contract's timestamp form: ISO 8601 UTC without fractions.
+const timeLayout = "2006-01-02T15:04:05Z"
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+var errClosed = errors.New("session database is closed; get it again with Root.Session")
+
+// DB is one session database opened for writing (contract: Session database). It holds one
+// pinned SQLite connection, so PRAGMA data_version tells it when another connection committed.
+// Its methods are safe for concurrent use; they serialize on the DB.
+type DB struct {
+	path string
+	fi   os.FileInfo // identity of the file when opened, for Root.Session's reopen check
+	// Identities of the -wal and -shm files this connection uses (nil when missing), so a
+	// writer whose database was deleted or replaced can remove exactly its own leftovers.
+	walFi, shmFi os.FileInfo
+
+	mu     sync.Mutex
+	sqldb  *sql.DB
+	conn   *sql.Conn
+	closed bool
+
+	stDataVersion *sql.Stmt
+	stMaxSeq      *sql.Stmt
+	stTrim        *sql.Stmt
+	stRestore     *sql.Stmt
+	stInsertEvent *sql.Stmt
+	// Multi-row INSERT statements by row count (see execBatched), prepared on first use.
+	stInsertMsgs  map[int]*sql.Stmt
+	stInsertLines map[int]*sql.Stmt
+
+	// index maps every stored fingerprint to its seq and in_context, as of dataVersion.
+	index       map[string]rowState
+	dataVersion int64
+}
+
+type rowState struct {
+	seq       int64
+	inContext bool
+}
+
+// sqliteURI builds a SQLite URI filename for path, escaping the characters a URI gives meaning
+// to; params are the query (driver and SQLite parameters).
+func sqliteURI(path, params string) string {
+	p := filepath.ToSlash(path)
+	if filepath.VolumeName(path) != "" && !strings.HasPrefix(p, "/") {
+		p = "/" + p // file:/C:/... on Windows
+	}
+	var b strings.Builder
+	b.WriteString("file:")
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; c {
+		case '%', '?', '#':
+			fmt.Fprintf(&b, "%%%02X", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	if params != "" {
+		b.WriteByte('?')
+		b.WriteString(params)
+	}
+	return b.String()
+}
+
+// createDBFile creates path empty with mode 600 before SQLite opens it (SQLite would use
+// 0644 &^ umask); an existing file is left as it is.
+func createDBFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(path, fileMode)
+}
+
+// openDB opens path as a session database: created mode 600 when missing, a newer schema
+// refused before anything is written, WAL, busy timeout 1 s, schema migrated, index loaded.
+func openDB(path string) (_ *DB, err error) {
+	ctx := context.Background()
+	if err := createDBFile(path); err != nil {
+		return nil, fmt.Errorf("create session db: %w", err)
+	}
+	sqldb, err := sql.Open("sqlite3", sqliteURI(path, "_busy_timeout=1000&_synchronous=NORMAL"))
+	if err != nil {
+		return nil, fmt.Errorf("open session db %s: %w", path, err)
+	}
+	sqldb.SetMaxOpenConns(1)
+	d := &DB{path: path, sqldb: sqldb}
+	defer func() {
+		if err != nil {
+			_ = d.close()
+		}
+	}()
+	if d.conn, err = sqldb.Conn(ctx); err != nil {
+		return nil, fmt.Errorf("open session db %s: %w", path, err)
+	}
+	// Refuse a newer schema before PRAGMA journal_mode can write to the file.
+	v, err := userVersion(ctx, d.conn)
+	if err != nil {
+		return nil, fmt.Errorf("open session db %s: %w", path, err)
+	}
+	if v < 0 || v > SchemaVersion {
+		return nil, fmt.Errorf("open session db %s: %w", path, unsupported(v))
+	}
+	var mode string
+	if err := d.conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		return nil, fmt.Errorf("open session db %s: set WAL: %w", path, err)
+	}
+	if mode != "wal" {
+		return nil, fmt.Errorf("open session db %s: journal mode is %q, not wal", path, mode)
+	}
+	if err := migrate(ctx, d.conn); err != nil {
+		return nil, fmt.Errorf("open session db %s: %w", path, err)
+	}
+	if err := d.prepare(ctx); err != nil {
+		return nil, fmt.Errorf("open session db %s: %w", path, err)
+	}
+	if err := d.loadIndex(ctx); err != nil {
+		return nil, fmt.Errorf("open session db %s: %w", path, err)
+	}
+	if d.fi, err = os.Stat(path); err != nil {
+		return nil, fmt.Errorf("open session db: %w", err)
+	}
+	d.walFi, _ = os.Stat(path + "-wal")
+	d.shmFi, _ = os.Stat(path + "-shm")
+	return d, nil
+}
+
+// closeStale closes a writer whose database file was deleted or replaced. SQLite leaves the
+// connection's -wal and -shm behind in that case, and would replay that WAL onto whatever file
+// is now at path, so the ones this connection used are removed after it closes.
+func (d *DB) closeStale() error {
+	err := d.close()
+	for _, f := range []struct {
+		path string
+		fi   os.FileInfo
+	}{{d.path + "-wal", d.walFi}, {d.path + "-shm", d.shmFi}} {
+		if f.fi == nil {
+			continue
+		}
+		if fi, serr := os.Stat(f.path); serr == nil && os.SameFile(fi, f.fi) {
+			if rerr := os.Remove(f.path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = errors.Join(err, rerr)
+			}
+		}
+	}
+	return err
+}
+
+func (d *DB) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		st  **sql.Stmt
+		sql string
+	}{
+		{&d.stDataVersion, "PRAGMA data_version"},
+		{&d.stMaxSeq, "SELECT coalesce(max(seq), 0) FROM messages"},
+		{&d.stTrim, "UPDATE messages SET in_context = 0, trimmed_at = ?, trimmed_at_seq = ? WHERE seq = ?"},
+		{&d.stRestore, "UPDATE messages SET in_context = 1, trimmed_at = NULL, trimmed_at_seq = NULL WHERE seq = ?"},
+		{&d.stInsertEvent, "INSERT INTO events (at, kind, version, location, error, tokens_before, tokens_after, dropped, model, thread_root, trimmed, input_tokens, cache_read_tokens, cache_creation_tokens, output_tokens, breakpoints, breakpoint_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
+	} {
+		st, err := d.conn.PrepareContext(ctx, p.sql)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", p.sql, err)
+		}
+		*p.st = st
+	}
+	return nil
+}
+
+// Path returns the database file path (sessions/<sid>.db).
+func (d *DB) Path() string { return d.path }
+
+func (d *DB) close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	var errs []error
+	stmts := []*sql.Stmt{d.stDataVersion, d.stMaxSeq, d.stTrim, d.stRestore, d.stInsertEvent}
+	for _, m := range []map[int]*sql.Stmt{d.stInsertMsgs, d.stInsertLines} {
+		for _, st := range m {
+			stmts = append(stmts, st)
+		}
+	}
+	for _, st := range stmts {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	if d.conn != nil {
+		errs = append(errs, d.conn.Close())
+	}
+	errs = append(errs, d.sqldb.Close())
+	d.index = nil
+	return errors.Join(errs...)
+}
+
+func (d *DB) readDataVersion(ctx context.Context) (int64, error) {
+	var v int64
+	if err := d.stDataVersion.QueryRowContext(ctx).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read data_version: %w", err)
+	}
+	return v, nil
+}
+
+// loadIndex reads every fingerprint. data_version is read first: a commit that lands between
+// the two reads only causes one more reload later, never a stale index.
+func (d *DB) loadIndex(ctx context.Context) error {
+	v, err := d.readDataVersion(ctx)
+	if err != nil {
+		return err
+	}
+	rows, err := d.conn.QueryContext(ctx, "SELECT fingerprint, seq, in_context FROM messages")
+	if err != nil {
+		return fmt.Errorf("load fingerprints: %w", err)
+	}
+	defer rows.Close()
+	index := make(map[string]rowState, len(d.index)+64)
+	for rows.Next() {
+		var fp string
+		var st rowState
+		if err := rows.Scan(&fp, &st.seq, &st.inContext); err != nil {
+			return fmt.Errorf("load fingerprints: %w", err)
+		}
+		index[fp] = st
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load fingerprints: %w", err)
+	}
+	d.index = index
+	d.dataVersion = v
+	return nil
+}
+
+// refreshIndex reloads the index when another connection committed since it was loaded.
+func (d *DB) refreshIndex(ctx context.Context) error {
+	v, err := d.readDataVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if v == d.dataVersion {
+		return nil
+	}
+	return d.loadIndex(ctx)
+}
+
+// RowWrite is one row as the proxy sees it on a request (contract: Rows).
+type RowWrite struct {
+	Fingerprint string // the row key (Fingerprint); must not be empty
+	Thread      string // fingerprint of the first row of the row's conversation
+	Role        string // user · assistant · tool
+	Kind        string // text · tool_use · tool_result · thinking
+	Name        string // "" stores NULL
+	Text        string
+	BlobID      string // "" stores NULL
+	InContext   bool
+	// CutFingerprint names the first row of the cut turn that dropped this row; used for
+	// trimmed_at_seq when InContext is false ("" leaves trimmed_at_seq NULL).
+	CutFingerprint string
+}
+
+// SyncResult counts what SyncRows wrote: Inserted new messages rows (each with its lines) and
+// Updated stored rows whose in_context changed.
+type SyncResult struct{ Inserted, Updated int }
+
+// syncPlan holds indexes into the rows given to SyncRows.
+type syncPlan struct {
+	inserts []int
+	updates []int
+}
+
+func (p *syncPlan) empty() bool { return len(p.inserts) == 0 && len(p.updates) == 0 }
+
+// plan picks the rows to insert and the stored rows whose flag changes. Only rows that write
+// are tracked for repeats, so a call that writes nothing costs one index lookup per row.
+func (d *DB) plan(rows []RowWrite) (syncPlan, error) {
+	var p syncPlan
+	var planned map[string]struct{}
+	for i := range rows {
+		r := &rows[i]
+		if r.Fingerprint == "" {
+			return syncPlan{}, fmt.Errorf("row %d has no fingerprint", i)
+		}
+		st, known := d.index[r.Fingerprint]
+		if known && st.inContext == r.InContext {
+			continue
+		}
+		if _, dup := planned[r.Fingerprint]; dup {
+			continue // a repeated fingerprint: the first occurrence that writes wins
+		}
+		if planned == nil {
+			planned = make(map[string]struct{})
+		}
+		planned[r.Fingerprint] = struct{}{}
+		if known {
+			p.updates = append(p.updates, i)
+		} else {
+			p.inserts = append(p.inserts, i)
+		}
+	}
+	return p, nil
+}
+
+// SyncRows stores a request's rows (contract: Rows): it inserts rows whose fingerprint is not
+// stored yet, each with one lines row per \n-separated line of its text (line_no from 1, role
+// copied), and updates in_context of stored rows whose flag changed (to 0: trimmed_at = now and
+// trimmed_at_seq = seq of CutFingerprint's row, NULL when "" or unknown; to 1: both NULL). New
+// rows get seq in the order given and may already be out of context, with the same trimmed_at
+// rule; CutFingerprint may name a row inserted by the same call. Everything happens in one
+// BEGIN IMMEDIATE transaction; a call that inserts and moves nothing runs no transaction at
+// all. Stored rows a call does not carry keep their values. now gives created_at and
+// trimmed_at (ISO 8601 UTC, whole seconds). Of a fingerprint repeated within one call, the
+// first occurrence that writes something wins.
+//
+// The fingerprint index is reloaded when PRAGMA data_version shows another connection
+// committed. Errors are SQLite's (for example "database is locked" after the 1 s busy
+// timeout); nothing is written then and the index is unchanged.
+func (d *DB) SyncRows(rows []RowWrite, now time.Time) (SyncResult, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return SyncResult{}, errClosed
+	}
+	ctx := context.Background()
+	if err := d.refreshIndex(ctx); err != nil {
+		return SyncResult{}, fmt.Errorf("sync rows: %w", err)
+	}
+	p, err := d.plan(rows)
+	if err != nil {
+		return SyncResult{}, fmt.Errorf("sync rows: %w", err)
+	}
+	if p.empty() {
+		return SyncResult{}, nil
+	}
+	if _, err := d.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return SyncResult{}, fmt.Errorf("sync rows: begin: %w", err)
+	}
+	res, changed, err := d.syncLocked(ctx, rows, p, formatTime(now))
+	if err != nil {
+		_, _ = d.conn.ExecContext(ctx, "ROLLBACK")
+		return SyncResult{}, fmt.Errorf("sync rows: %w", err)
+	}
+	if res == (SyncResult{}) {
+		_, _ = d.conn.ExecContext(ctx, "ROLLBACK")
+		return res, nil
+	}
+	if _, err := d.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		_, _ = d.conn.ExecContext(ctx, "ROLLBACK")
+		return SyncResult{}, fmt.Errorf("sync rows: commit: %w", err)
+	}
+	for fp, st := range changed {
+		d.index[fp] = st
+	}
+	return res, nil
+}
+
+// Multi-row INSERTs: FTS5 flushes its pending terms at the savepoint every statement that
+// touches it opens, so each statement costs a segment write. A call's rows and lines go in as
+// few statements as possible: batches of a power of two rows, at most maxBatch, so the number
+// of prepared statements per database stays small (300 lines: 256 + 32 + 8 + 4).
+const (
+	msgColumns   = "fingerprint, thread, role, kind, name, text, blob_id, in_context, trimmed_at_seq, trimmed_at, created_at"
+	msgParams    = 11
+	msgMaxBatch  = 64
+	lineColumns  = "message_seq, line_no, role, text"
+	lineParams   = 4
+	lineMaxBatch = 256
+)
+
+// execBatched runs "INSERT INTO table (columns) VALUES ..." over args (width values per row)
+// and returns the last statement's result.
+func (d *DB) execBatched(ctx context.Context, cache *map[int]*sql.Stmt, table, columns string, width, maxBatch int, args []any) (sql.Result, error) {
+	var res sql.Result
+	for len(args) > 0 {
+		n := 1
+		for rows := len(args) / width; n*2 <= rows && n*2 <= maxBatch; {
+			n *= 2
+		}
+		st := (*cache)[n]
+		if st == nil {
+			ph := "(?" + strings.Repeat(", ?", width-1) + ")"
+			q := "INSERT INTO " + table + " (" + columns + ") VALUES " + ph + strings.Repeat(", "+ph, n-1)
+			var err error
+			if st, err = d.conn.PrepareContext(ctx, q); err != nil {
+				return nil, fmt.Errorf("prepare insert into %s: %w", table, err)
+			}
+			if *cache == nil {
+				*cache = make(map[int]*sql.Stmt)
+			}
+			(*cache)[n] = st
+		}
+		var err error
+		if res, err = st.ExecContext(ctx, args[:n*width]...); err != nil {
+			return nil, fmt.Errorf("insert into %s: %w", table, err)
+		}
+		args = args[n*width:]
+	}
+	return res, nil
+}
+
+// syncLocked writes the plan inside the open transaction and returns the index entries to
+// apply once it commits.
+func (d *DB) syncLocked(ctx context.Context, rows []RowWrite, p syncPlan, ts string) (SyncResult, map[string]rowState, error) {
+	// Another connection may have committed between the check in SyncRows and the write lock.
+	v, err := d.readDataVersion(ctx)
+	if err != nil {
+		return SyncResult{}, nil, err
+	}
+	if v != d.dataVersion {
+		if err := d.loadIndex(ctx); err != nil {
+			return SyncResult{}, nil, err
+		}
+		if p, err = d.plan(rows); err != nil || p.empty() {
+			return SyncResult{}, nil, err
+		}
+	}
+
+	// seq is INTEGER PRIMARY KEY without AUTOINCREMENT: SQLite gives each new row max(seq)+1, so
+	// the call's new rows get base+1, base+2, ... in order (checked after the insert). Knowing
+	// them up front lets a new trimmed row point at a cut row inserted after it.
+	var base int64
+	if len(p.inserts) > 0 {
+		if err := d.stMaxSeq.QueryRowContext(ctx).Scan(&base); err != nil {
+			return SyncResult{}, nil, fmt.Errorf("read max seq: %w", err)
+		}
+	}
+	changed := make(map[string]rowState, len(p.inserts)+len(p.updates))
+	for k, i := range p.inserts {
+		changed[rows[i].Fingerprint] = rowState{seq: base + 1 + int64(k), inContext: rows[i].InContext}
+	}
+	cutSeq := func(fp string) any {
+		if st, ok := changed[fp]; ok && fp != "" {
+			return st.seq
+		}
+		if st, ok := d.index[fp]; ok && fp != "" {
+			return st.seq
+		}
+		return nil
+	}
+
+	if len(p.inserts) > 0 {
+		msgArgs := make([]any, 0, len(p.inserts)*msgParams)
+		var lineArgs []any
+		for k, i := range p.inserts {
+			r := &rows[i]
+			seq := base + 1 + int64(k)
+			var trimmedSeq, trimmedAt any
+			if !r.InContext {
+				trimmedSeq, trimmedAt = cutSeq(r.CutFingerprint), ts
+			}
+			msgArgs = append(msgArgs, r.Fingerprint, r.Thread, r.Role, r.Kind, nullText(r.Name), r.Text,
+				nullText(r.BlobID), r.InContext, trimmedSeq, trimmedAt, ts)
+			text := r.Text
+			for n := int64(1); ; n++ {
+				line, rest, more := strings.Cut(text, "\n")
+				lineArgs = append(lineArgs, seq, n, r.Role, line)
+				if !more {
+					break
+				}
+				text = rest
+			}
+		}
+		res, err := d.execBatched(ctx, &d.stInsertMsgs, "messages", msgColumns, msgParams, msgMaxBatch, msgArgs)
+		if err != nil {
+			return SyncResult{}, nil, err
+		}
+		last, err := res.LastInsertId()
+		if err != nil {
+			return SyncResult{}, nil, fmt.Errorf("insert into messages: %w", err)
+		}
+		if want := base + int64(len(p.inserts)); last != want {
+			return SyncResult{}, nil, fmt.Errorf("insert into messages: last seq %d, want %d (seq is not max+1)", last, want)
+		}
+		if _, err := d.execBatched(ctx, &d.stInsertLines, "lines", lineColumns, lineParams, lineMaxBatch, lineArgs); err != nil {
+			return SyncResult{}, nil, err
+		}
+	}
+
+	for _, i := range p.updates {
+		r := &rows[i]
+		st := d.index[r.Fingerprint]
+		if r.InContext {
+			_, err = d.stRestore.ExecContext(ctx, st.seq)
+		} else {
+			_, err = d.stTrim.ExecContext(ctx, ts, cutSeq(r.CutFingerprint), st.seq)
+		}
+		if err != nil {
+			return SyncResult{}, nil, fmt.Errorf("update in_context: %w", err)
+		}
+		changed[r.Fingerprint] = rowState{seq: st.seq, inContext: r.InContext}
+	}
+	return SyncResult{Inserted: len(p.inserts), Updated: len(p.updates)}, changed, nil
+}
+
+// nullText maps "" to SQL NULL.
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,686 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Fingerprint returns the row key (contract: Rows; DESIGN.md §6): the first 32 lowercase hex
+// digits of the SHA-256 of the canonical JSON of {"prev","role","kind","name","text"}, with name
+// null when empty. prev is the previous row's fingerprint, "" for the first row.
+func Fingerprint(prev, role, kind, name, text string) string {
+	b := make([]byte, 0, len(prev)+len(role)+len(kind)+len(name)+len(text)+64)
+	b = append(b, `{"kind":`...)
+	b = appendJSString(b, kind)
+	b = append(b, `,"name":`...)
+	if name == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSString(b, name)
+	}
+	b = append(b, `,"prev":`...)
+	b = appendJSString(b, prev)
+	b = append(b, `,"role":`...)
+	b = appendJSString(b, role)
+	b = append(b, `,"text":`...)
+	b = appendJSString(b, text)
+	b = append(b, '}')
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// CanonicalJSON encodes v as the fingerprint JSON (DESIGN.md §6): object keys sorted by code
+// point, no whitespace, UTF-8 kept raw, and strings escaped exactly as JavaScript's
+// JSON.stringify does (\" \\ \b \f \n \r \t, other controls below U+0020 as lowercase \u00xx,
+// no HTML escaping, U+2028 and U+2029 raw).
+//
+// v may be nil, bool, string, json.Number, any Go integer or float, map[string]any,
+// map[string]string, []any, []string, or json.RawMessage (re-encoded with sorted keys, number
+// literals kept); anything else goes through encoding/json first. Floats are written as
+// JavaScript writes numbers (1e+21, 1e-7, -0 as 0); NaN and infinities are an error. Integers are
+// written exactly, also beyond 2^53. Strings follow the rules of CompactJSON for invalid UTF-8.
+func CanonicalJSON(v any) ([]byte, error) {
+	return appendCanonical(nil, v, 0)
+}
+
+// CompactJSON re-encodes one raw JSON value the way JavaScript's JSON.stringify(JSON.parse(raw))
+// does, keeping object keys in the order received: the row text of a tool_use (contract: Rows,
+// "tool inputs as compact JSON"; DESIGN.md §6 "Tool input text").
+//
+// Deviations and choices, documented because the JSON text can carry what a JavaScript value
+// cannot: number literals are kept as written (1.0 stays 1.0); a repeated key keeps its first
+// position and its last value (as JSON.parse and Python's json.loads do); integer-like keys keep
+// their received position (JavaScript would move them first); an escaped lone surrogate
+// (\ud83d) is written back as a lowercase escape, as JSON.stringify does; raw bytes that are not
+// valid UTF-8 become U+FFFD, one per byte. Invalid JSON is an error.
+func CompactJSON(raw []byte) (string, error) {
+	v, err := parseJSON(raw)
+	if err != nil {
+		return "", err
+	}
+	return string(v.appendTo(make([]byte, 0, len(raw)), false)), nil
+}
+
+const maxJSONDepth = 10000
+
+func appendCanonical(b []byte, v any, depth int) ([]byte, error) {
+	if depth > maxJSONDepth {
+		return nil, errors.New("canonical json: nesting too deep")
+	}
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case bool:
+		return strconv.AppendBool(b, x), nil
+	case string:
+		return appendJSString(b, x), nil
+	case json.Number:
+		if !validNumber([]byte(x)) {
+			return nil, fmt.Errorf("canonical json: invalid number %q", string(x))
+		}
+		return append(b, x...), nil
+	case float64:
+		return appendJSNumber(b, x)
+	case float32:
+		return appendJSNumber(b, float64(x))
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int8:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int16:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int32:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int64:
+		return strconv.AppendInt(b, x, 10), nil
+	case uint:
+		return strconv.AppendUint(b, uint64(x), 10), nil
+	case uint8:
+		return strconv.AppendUint(b, uint64(x), 10), nil
+	case uint16:
+		return strconv.AppendUint(b, uint64(x), 10), nil
+	case uint32:
+		return strconv.AppendUint(b, uint64(x), 10), nil
+	case uint64:
+		return strconv.AppendUint(b, x, 10), nil
+	case json.RawMessage:
+		p, err := parseJSON(x)
+		if err != nil {
+			return nil, err
+		}
+		return p.appendTo(b, true), nil
+	case []any:
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendCanonical(b, e, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, ']'), nil
+	case []string:
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSString(b, e)
+		}
+		return append(b, ']'), nil
+	case map[string]any:
+		keys := sortedKeys(x)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSString(b, k)
+			b = append(b, ':')
+			var err error
+			if b, err = appendCanonical(b, x[k], depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, '}'), nil
+	case map[string]string:
+		keys := sortedKeys(x)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSString(b, k)
+			b = append(b, ':')
+			b = appendJSString(b, x[k])
+		}
+		return append(b, '}'), nil
+	default:
+		raw, err := json.Marshal(v) // encoding/json writes floats the JavaScript way too
+		if err != nil {
+			return nil, fmt.Errorf("canonical json: %w", err)
+		}
+		p, err := parseJSON(raw)
+		if err != nil {
+			return nil, err
+		}
+		return p.appendTo(b, true), nil
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // byte order of UTF-8 = code point order
+	return keys
+}
+
+// appendJSNumber writes f as JavaScript's Number#toString does (the same rule encoding/json
+// follows), except that -0 is written as 0, as JSON.stringify does.
+func appendJSNumber(b []byte, f float64) ([]byte, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, fmt.Errorf("canonical json: unsupported number %v", f)
+	}
+	if f == 0 {
+		return append(b, '0'), nil
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs < 1e-6 || abs >= 1e21 {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// 1e-07 → 1e-7
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b, nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSString writes s as a JSON string the way JSON.stringify does. A surrogate encoded on
+// its own in 3 bytes (ED A0..BF xx, how CompactJSON keeps an escaped lone surrogate) is written
+// as a \udxxx escape, or joined with a following low surrogate into one code point; any other
+// invalid byte is written as U+FFFD.
+func appendJSString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"':
+				b = append(b, '\\', '"')
+			case '\\':
+				b = append(b, '\\', '\\')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r != utf8.RuneError || size != 1 {
+			i += size
+			continue
+		}
+		b = append(b, s[start:i]...)
+		if u, ok := surrogateAt(s, i); ok {
+			i += 3
+			if u < 0xdc00 {
+				if lo, ok := surrogateAt(s, i); ok && lo >= 0xdc00 {
+					b = utf8.AppendRune(b, 0x10000+(u-0xd800)<<10+(lo-0xdc00))
+					i += 3
+					start = i
+					continue
+				}
+			}
+			b = append(b, '\\', 'u', hexDigits[u>>12], hexDigits[u>>8&0xf], hexDigits[u>>4&0xf], hexDigits[u&0xf])
+		} else {
+			b = append(b, "\uFFFD"...)
+			i++
+		}
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// surrogateAt decodes a generalized-UTF-8 surrogate (U+D800..U+DFFF) at s[i:].
+func surrogateAt(s string, i int) (rune, bool) {
+	if i+2 >= len(s) || s[i] != 0xed || s[i+1] < 0xa0 || s[i+1] > 0xbf || s[i+2]&0xc0 != 0x80 {
+		return 0, false
+	}
+	return 0xd000 | rune(s[i+1]&0x3f)<<6 | rune(s[i+2]&0x3f), true
+}
+
+// jsonValue is a parsed JSON value: kind is one of '{' '[' '"' or 'l' (a literal: number, true,
+// false, null, kept as its input bytes).
+type jsonValue struct {
+	kind    byte
+	lit     []byte
+	str     string
+	members []jsonMember // objects
+	elems   []jsonValue  // arrays
+}
+
+type jsonMember struct {
+	key string
+	val jsonValue
+}
+
+func (v *jsonValue) appendTo(b []byte, sortKeys bool) []byte {
+	switch v.kind {
+	case 'l':
+		return append(b, v.lit...)
+	case '"':
+		return appendJSString(b, v.str)
+	case '[':
+		b = append(b, '[')
+		for i := range v.elems {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = v.elems[i].appendTo(b, sortKeys)
+		}
+		return append(b, ']')
+	default:
+		if sortKeys {
+			sort.Slice(v.members, func(i, j int) bool { return v.members[i].key < v.members[j].key })
+		}
+		b = append(b, '{')
+		for i := range v.members {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSString(b, v.members[i].key)
+			b = append(b, ':')
+			b = v.members[i].val.appendTo(b, sortKeys)
+		}
+		return append(b, '}')
+	}
+}
+
+type jsonParser struct {
+	data  []byte
+	i     int
+	depth int
+}
+
+func parseJSON(data []byte) (jsonValue, error) {
+	p := jsonParser{data: data}
+	p.skipSpace()
+	v, err := p.value()
+	if err != nil {
+		return jsonValue{}, err
+	}
+	p.skipSpace()
+	if p.i != len(p.data) {
+		return jsonValue{}, p.errorf("unexpected %q after the value", p.data[p.i])
+	}
+	return v, nil
+}
+
+func (p *jsonParser) errorf(format string, a ...any) error {
+	return fmt.Errorf("invalid json at offset %d: %s", p.i, fmt.Sprintf(format, a...))
+}
+
+func (p *jsonParser) skipSpace() {
+	for p.i < len(p.data) {
+		switch p.data[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *jsonParser) value() (jsonValue, error) {
+	if p.i >= len(p.data) {
+		return jsonValue{}, p.errorf("unexpected end of input")
+	}
+	switch c := p.data[p.i]; {
+	case c == '{':
+		return p.object()
+	case c == '[':
+		return p.array()
+	case c == '"':
+		s, err := p.str()
+		return jsonValue{kind: '"', str: s}, err
+	case c == 't':
+		return p.literal("true")
+	case c == 'f':
+		return p.literal("false")
+	case c == 'n':
+		return p.literal("null")
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	default:
+		return jsonValue{}, p.errorf("unexpected %q", c)
+	}
+}
+
+func (p *jsonParser) literal(word string) (jsonValue, error) {
+	end := p.i + len(word)
+	if end > len(p.data) || string(p.data[p.i:end]) != word {
+		return jsonValue{}, p.errorf("invalid literal")
+	}
+	v := jsonValue{kind: 'l', lit: p.data[p.i:end]}
+	p.i = end
+	return v, nil
+}
+
+func (p *jsonParser) number() (jsonValue, error) {
+	start := p.i
+	d := p.data
+	i := p.i
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && d[i] >= '1' && d[i] <= '9':
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	default:
+		p.i = i
+		return jsonValue{}, p.errorf("invalid number")
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			p.i = i
+			return jsonValue{}, p.errorf("invalid number")
+		}
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			p.i = i
+			return jsonValue{}, p.errorf("invalid number")
+		}
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	p.i = i
+	return jsonValue{kind: 'l', lit: d[start:i]}, nil
+}
+
+func validNumber(b []byte) bool {
+	p := jsonParser{data: b}
+	_, err := p.number()
+	return err == nil && p.i == len(b)
+}
+
+func (p *jsonParser) enter() error {
+	p.depth++
+	if p.depth > maxJSONDepth {
+		return p.errorf("nesting deeper than %d", maxJSONDepth)
+	}
+	return nil
+}
+
+func (p *jsonParser) array() (jsonValue, error) {
+	if err := p.enter(); err != nil {
+		return jsonValue{}, err
+	}
+	p.i++ // [
+	v := jsonValue{kind: '['}
+	p.skipSpace()
+	if p.i < len(p.data) && p.data[p.i] == ']' {
+		p.i++
+		p.depth--
+		return v, nil
+	}
+	for {
+		p.skipSpace()
+		e, err := p.value()
+		if err != nil {
+			return jsonValue{}, err
+		}
+		v.elems = append(v.elems, e)
+		p.skipSpace()
+		if p.i >= len(p.data) {
+			return jsonValue{}, p.errorf("unexpected end of input in array")
+		}
+		switch p.data[p.i] {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			p.depth--
+			return v, nil
+		default:
+			return jsonValue{}, p.errorf("unexpected %q in array", p.data[p.i])
+		}
+	}
+}
+
+func (p *jsonParser) object() (jsonValue, error) {
+	if err := p.enter(); err != nil {
+		return jsonValue{}, err
+	}
+	p.i++ // {
+	v := jsonValue{kind: '{'}
+	p.skipSpace()
+	if p.i < len(p.data) && p.data[p.i] == '}' {
+		p.i++
+		p.depth--
+		return v, nil
+	}
+	var index map[string]int // built once an object is large enough to need it
+	for {
+		p.skipSpace()
+		if p.i >= len(p.data) || p.data[p.i] != '"' {
+			return jsonValue{}, p.errorf("expected a string key")
+		}
+		key, err := p.str()
+		if err != nil {
+			return jsonValue{}, err
+		}
+		p.skipSpace()
+		if p.i >= len(p.data) || p.data[p.i] != ':' {
+			return jsonValue{}, p.errorf("expected ':' after an object key")
+		}
+		p.i++
+		p.skipSpace()
+		val, err := p.value()
+		if err != nil {
+			return jsonValue{}, err
+		}
+		// A repeated key keeps its first position and takes the last value (JSON.parse).
+		dup := -1
+		if index != nil {
+			if j, ok := index[key]; ok {
+				dup = j
+			}
+		} else {
+			for j := range v.members {
+				if v.members[j].key == key {
+					dup = j
+					break
+				}
+			}
+		}
+		if dup >= 0 {
+			v.members[dup].val = val
+		} else {
+			v.members = append(v.members, jsonMember{key: key, val: val})
+			if index != nil {
+				index[key] = len(v.members) - 1
+			} else if len(v.members) == 16 {
+				index = make(map[string]int, 32)
+				for j, m := range v.members {
+					index[m.key] = j
+				}
+			}
+		}
+		p.skipSpace()
+		if p.i >= len(p.data) {
+			return jsonValue{}, p.errorf("unexpected end of input in object")
+		}
+		switch p.data[p.i] {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			p.depth--
+			return v, nil
+		default:
+			return jsonValue{}, p.errorf("unexpected %q in object", p.data[p.i])
+		}
+	}
+}
+
+// str decodes a JSON string at p.i (which holds the opening quote). Escaped lone surrogates are
+// kept as 3-byte generalized UTF-8 so appendJSString can write them back as escapes; raw invalid
+// bytes become U+FFFD.
+func (p *jsonParser) str() (string, error) {
+	d := p.data
+	p.i++ // opening quote
+	start := p.i
+	// Fast path: no escapes, valid UTF-8.
+	for i := p.i; i < len(d); {
+		c := d[i]
+		if c == '"' {
+			p.i = i + 1
+			return string(d[start:i]), nil
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		if c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(d[i:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		i += size
+	}
+	var out []byte
+	for p.i < len(d) {
+		c := d[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return string(out), nil
+		case c < 0x20:
+			return "", p.errorf("control character in string")
+		case c == '\\':
+			if p.i+1 >= len(d) {
+				return "", p.errorf("unexpected end of input in string")
+			}
+			e := d[p.i+1]
+			p.i += 2
+			switch e {
+			case '"', '\\', '/':
+				out = append(out, e)
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
+			case 'u':
+				u, ok := hex4(d, p.i)
+				if !ok {
+					return "", p.errorf("invalid \\u escape")
+				}
+				p.i += 4
+				if u >= 0xd800 && u < 0xdc00 && p.i+1 < len(d) && d[p.i] == '\\' && d[p.i+1] == 'u' {
+					if lo, ok := hex4(d, p.i+2); ok && lo >= 0xdc00 && lo < 0xe000 {
+						p.i += 6
+						out = utf8.AppendRune(out, 0x10000+(u-0xd800)<<10+(lo-0xdc00))
+						continue
+					}
+				}
+				if u >= 0xd800 && u < 0xe000 {
+					out = append(out, 0xed, byte(0x80|u>>6&0x3f), byte(0x80|u&0x3f))
+				} else {
+					out = utf8.AppendRune(out, u)
+				}
+			default:
+				p.i--
+				return "", p.errorf("invalid escape \\%c", e)
+			}
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+			p.i++
+		default:
+			r, size := utf8.DecodeRune(d[p.i:])
+			if r == utf8.RuneError && size == 1 {
+				out = append(out, "\uFFFD"...)
+			} else {
+				out = append(out, d[p.i:p.i+size]...)
+			}
+			p.i += size
+		}
+	}
+	return "", p.errorf("unterminated string")
+}
+
+func hex4(d []byte, i int) (rune, bool) {
+	if i+4 > len(d) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range d[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}

@@ -1,0 +1,240 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// sessionSuffixes are the files of one session (contract: Retention), longest match first:
+// .trim.json before .json.
+var sessionSuffixes = []string{".trim.json", ".log.jsonl", ".db-wal", ".db-shm", ".db", ".json", ".force"}
+
+// blobGrace keeps blobs younger than this out of the orphan pass: the proxy writes a blob
+// before the row that references it commits, and a sweep can run in between.
+const blobGrace = time.Hour
+
+// sweepInterval is how often the retention pass runs at most (.ttl-stamp).
+const sweepInterval = 24 * time.Hour
+
+// SweepReport says what one Sweep did. Ran is false when ttlDays was 0 or the last sweep was
+// less than 24 h ago. BlobPassSkipped is true when a remaining session database could not be
+// read, so no blob was deleted.
+type SweepReport struct {
+	Ran             bool
+	SessionsDeleted []string
+	BlobsDeleted    int
+	BlobPassSkipped bool
+}
+
+// sessionSuffix splits a sessions/ file name into sid and suffix; ok is false for dot files
+// and names without a session suffix, which the sweep leaves alone.
+func sessionSuffix(name string) (sid, suffix string, ok bool) {
+	if strings.HasPrefix(name, ".") {
+		return "", "", false
+	}
+	for _, s := range sessionSuffixes {
+		if strings.HasSuffix(name, s) && len(name) > len(s) {
+			return name[:len(name)-len(s)], s, true
+		}
+	}
+	return "", "", false
+}
+
+// Sweep runs the retention pass (contract: Retention) when ttlDays > 0 and .ttl-stamp is
+// missing or older than 24 h by now: it sets the stamp's mtime to now, deletes every session
+// whose newest file (by mtime) is more than ttlDays days older than now, closing a cached
+// writer first, and then deletes blobs/<id>.txt files that no remaining session's
+// messages.blob_id references and that are older than one hour. When a remaining session
+// database cannot be read (or has a newer schema) the blob pass is skipped. Files that could
+// not be deleted are reported in the joined error; the pass goes on past them.
+func (r *Root) Sweep(ttlDays int, now time.Time) (SweepReport, error) {
+	var rep SweepReport
+	if ttlDays <= 0 {
+		return rep, nil
+	}
+	stamp := filepath.Join(r.dir, ".ttl-stamp")
+	fi, err := os.Stat(stamp)
+	switch {
+	case err == nil:
+		if now.Sub(fi.ModTime()) < sweepInterval {
+			return rep, nil
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return rep, fmt.Errorf("retention sweep: %w", err)
+	}
+	if err := touch(stamp, now); err != nil {
+		return rep, fmt.Errorf("retention sweep: %w", err)
+	}
+	rep.Ran = true
+
+	type group struct {
+		files  []string
+		newest time.Time
+		hasDB  bool
+	}
+	sessionsDir := filepath.Join(r.dir, "sessions")
+	entries, err := os.ReadDir(sessionsDir)
+	if err != nil {
+		return rep, fmt.Errorf("retention sweep: %w", err)
+	}
+	groups := make(map[string]*group)
+	for _, e := range entries {
+		sid, suffix, ok := sessionSuffix(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // deleted since ReadDir
+		}
+		g := groups[sid]
+		if g == nil {
+			g = &group{}
+			groups[sid] = g
+		}
+		g.files = append(g.files, filepath.Join(sessionsDir, e.Name()))
+		if info.ModTime().After(g.newest) {
+			g.newest = info.ModTime()
+		}
+		if suffix == ".db" {
+			g.hasDB = true
+		}
+	}
+	sids := make([]string, 0, len(groups))
+	for sid := range groups {
+		sids = append(sids, sid)
+	}
+	sort.Strings(sids)
+
+	cutoff := now.UTC().AddDate(0, 0, -ttlDays)
+	var errs []error
+	var remaining []string
+	for _, sid := range sids {
+		g := groups[sid]
+		if !g.newest.Before(cutoff) {
+			if g.hasDB {
+				remaining = append(remaining, r.sessionFileRaw(sid, ".db"))
+			}
+			continue
+		}
+		if err := r.deleteSession(sid, g.files); err != nil {
+			errs = append(errs, err)
+		}
+		rep.SessionsDeleted = append(rep.SessionsDeleted, sid)
+	}
+
+	refs := make(map[string]bool)
+	for _, path := range remaining {
+		if err := blobRefs(path, refs); err != nil {
+			rep.BlobPassSkipped = true
+			errs = append(errs, fmt.Errorf("retention sweep: blob pass skipped: %w", err))
+			return rep, errors.Join(errs...)
+		}
+	}
+	blobsDir := filepath.Join(r.dir, "blobs")
+	blobs, err := os.ReadDir(blobsDir)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("retention sweep: %w", err))
+		return rep, errors.Join(errs...)
+	}
+	for _, e := range blobs {
+		id, ok := strings.CutSuffix(e.Name(), ".txt")
+		if !ok || !validBlobID(id) || refs[id] || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || now.Sub(info.ModTime()) < blobGrace {
+			continue
+		}
+		if err := os.Remove(filepath.Join(blobsDir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("retention sweep: %w", err))
+			continue
+		}
+		rep.BlobsDeleted++
+	}
+	return rep, errors.Join(errs...)
+}
+
+// sessionFileRaw is sessionFile for a sid taken from a file name, which need not be sanitized.
+func (r *Root) sessionFileRaw(sid, suffix string) string {
+	return filepath.Join(r.dir, "sessions", sid+suffix)
+}
+
+// deleteSession closes the cached writer of sid, if any, and removes its files.
+func (r *Root) deleteSession(sid string, files []string) error {
+	r.mu.Lock()
+	e := r.sessions[sid]
+	r.mu.Unlock()
+	if e != nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.db != nil {
+			_ = e.db.close()
+			e.db = nil
+		}
+	}
+	var errs []error
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("retention sweep: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// blobRefs adds the blob ids a session database references to refs, reading it read-only.
+// A version 0 database (created, schema not yet committed) has none.
+func blobRefs(path string, refs map[string]bool) error {
+	db, err := sql.Open("sqlite3", sqliteURI(path, "mode=ro&_busy_timeout=1000"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx := context.Background()
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if v == 0 {
+		return nil
+	}
+	if v < 0 || v > SchemaVersion {
+		return fmt.Errorf("read %s: %w", path, unsupported(v))
+	}
+	rows, err := db.QueryContext(ctx, "SELECT DISTINCT blob_id FROM messages WHERE blob_id IS NOT NULL")
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+		refs[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	return nil
+}
+
+// touch creates path (mode 600) when missing and sets its mtime to t.
+func touch(path string, t time.Time) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, fileMode)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Chtimes(path, t, t)
+}

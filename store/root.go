@@ -1,0 +1,165 @@
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver; build with -tags sqlite_fts5
+)
+
+const (
+	dirMode  = 0o700
+	fileMode = 0o600
+)
+
+// Root is an opened context root (contract: Location): dir, sessions/ and blobs/ exist, and the
+// SQLite build was checked for FTS5. It caches one writer per session; all methods are safe
+// for concurrent use.
+type Root struct {
+	dir string
+
+	mu       sync.Mutex
+	sessions map[string]*sessionEntry
+	closed   bool
+}
+
+// sessionEntry serializes opening, reopening and deleting one session's database without
+// holding Root.mu, so a slow open (busy timeout) of one session does not stall the others.
+type sessionEntry struct {
+	mu sync.Mutex
+	db *DB
+}
+
+// Open prepares the context root dir (usually from Dir): it creates dir, dir/sessions and
+// dir/blobs with mode 700 when missing and checks that SQLite has FTS5. The error names the
+// missing build tag when the binary was built without -tags sqlite_fts5 or without cgo.
+func Open(dir string) (*Root, error) {
+	if dir == "" {
+		return nil, errors.New("open context store: empty directory; set SMARTER_COMPACT_STATE_DIR or HOME")
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "sessions"), filepath.Join(dir, "blobs")} {
+		if err := mkdirPrivate(d); err != nil {
+			return nil, fmt.Errorf("open context store: %w", err)
+		}
+	}
+	if err := probeFTS5(); err != nil {
+		return nil, err
+	}
+	return &Root{dir: dir, sessions: make(map[string]*sessionEntry)}, nil
+}
+
+// mkdirPrivate creates d (and missing parents) with mode 700, independent of the umask. An
+// existing directory keeps its mode.
+func mkdirPrivate(d string) error {
+	if fi, err := os.Stat(d); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s exists and is not a directory", d)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(d, dirMode); err != nil {
+		return err
+	}
+	return os.Chmod(d, dirMode)
+}
+
+func probeFTS5() error {
+	db, err := sql.Open("sqlite3", ":memory:")
+	if err != nil {
+		return fmt.Errorf("open sqlite: %w", err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE VIRTUAL TABLE t USING fts5(x)"); err != nil {
+		if strings.Contains(err.Error(), "no such module") {
+			return fmt.Errorf("sqlite has no fts5 module: rebuild smarter-compact with -tags sqlite_fts5: %w", err)
+		}
+		return fmt.Errorf("sqlite fts5 check failed (smarter-compact needs cgo and -tags sqlite_fts5): %w", err)
+	}
+	return nil
+}
+
+// Dir returns the context root directory.
+func (r *Root) Dir() string { return r.dir }
+
+// Close closes every cached session database. Session fails after Close.
+func (r *Root) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	entries := make([]*sessionEntry, 0, len(r.sessions))
+	for _, e := range r.sessions {
+		entries = append(entries, e)
+	}
+	r.mu.Unlock()
+	var errs []error
+	for _, e := range entries {
+		e.mu.Lock()
+		if e.db != nil {
+			errs = append(errs, e.db.close())
+			e.db = nil
+		}
+		e.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Root) entry(sid string) (*sessionEntry, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errors.New("context store is closed")
+	}
+	e := r.sessions[sid]
+	if e == nil {
+		e = &sessionEntry{}
+		r.sessions[sid] = e
+	}
+	return e, nil
+}
+
+// Session returns the cached writer for sessions/<sid>.db (contract: Session database),
+// opening it on first use: the file is created mode 600, switched to WAL and created or
+// migrated to schema version 3. sid must already be sanitized (SanitizeSID). A file deleted
+// or replaced since it was opened (a different inode) is reopened; the old *DB is closed.
+// A database with a newer schema returns an error wrapping ErrUnsupportedSchema.
+func (r *Root) Session(sid string) (*DB, error) {
+	if err := checkSID(sid); err != nil {
+		return nil, err
+	}
+	e, err := r.entry(sid)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	path := r.sessionFile(sid, ".db")
+	if e.db != nil {
+		if fi, err := os.Stat(path); err == nil && os.SameFile(fi, e.db.fi) {
+			return e.db, nil
+		}
+		_ = e.db.closeStale() // deleted or replaced: the next open starts from the file now there
+		e.db = nil
+	}
+	db, err := openDB(path)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		_ = db.close()
+		return nil, errors.New("context store is closed")
+	}
+	e.db = db
+	return db, nil
+}
+
+// sessionFile is sessions/<sid><suffix>; sid must have passed checkSID.
+func (r *Root) sessionFile(sid, suffix string) string {
+	return filepath.Join(r.dir, "sessions", sid+suffix)
+}

@@ -73,8 +73,10 @@ func serve(ctx context.Context, args []string, sys system) error {
 	}
 	defer root.Close()
 	toggles := newToggles(cfg.Agents)
+	px := proxy.New(cfg.Proxy, toggles, root, log)
+	defer px.Close() // after the server drained, before root.Close
 	srv := &http.Server{
-		Handler:           routes(cfg.Port, proxy.New(cfg.Proxy, toggles, root, log), log),
+		Handler:           routes(cfg.Port, px, log),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

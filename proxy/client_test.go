@@ -30,6 +30,10 @@ type ccClient struct {
 
 	sent  [][]byte // bodies sent, in order
 	stops []string // stop reasons received
+	// tolerate makes userTurn stop at a non-200 answer (kept in failed) instead of failing
+	// the test, for tests that expect a rejection.
+	tolerate bool
+	failed   string
 }
 
 func newClient(t testing.TB, url, sid, model string) *ccClient {
@@ -196,6 +200,10 @@ func (c *ccClient) userTurn(text string, output func(step int) string) {
 	}
 	for step := 0; ; step++ {
 		if status, body := c.send(); status != 200 {
+			if c.tolerate {
+				c.failed = fmt.Sprintf("request %d: status %d: %s", len(c.sent), status, body)
+				return
+			}
 			c.t.Fatalf("request %d: status %d: %s", len(c.sent), status, body)
 		}
 		last := c.msgs[len(c.msgs)-1]["content"].([]any)
@@ -217,4 +225,24 @@ func (c *ccClient) userTurn(text string, output func(step int) string) {
 func (c *ccClient) noSystemMessage() *ccClient {
 	c.sysAt = -2
 	return c
+}
+
+// post sends a raw body and returns the status, draining the response.
+func post(t testing.TB, url string, body []byte, hdr map[string]string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", "dummy-key")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	req.Header.Set("Anthropic-Beta", "per-turn-control-2026-07-01")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }

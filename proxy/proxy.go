@@ -274,8 +274,11 @@ type fault struct {
 
 func (f *fault) Error() string { return f.kind + " at " + f.loc + ": " + f.err.Error() }
 
-func newFault(kind string, err error) *fault {
-	_, file, line, _ := runtime.Caller(1)
+func newFault(kind string, err error) *fault { return newFaultAt(2, kind, err) }
+
+// newFaultAt records the location skip frames up (1 is newFaultAt's caller).
+func newFaultAt(skip int, kind string, err error) *fault {
+	_, file, line, _ := runtime.Caller(skip)
 	return &fault{kind: kind, loc: fmt.Sprintf("%s/%s:%d", filepath.Base(filepath.Dir(file)), filepath.Base(file), line), err: err}
 }
 

@@ -47,6 +47,9 @@ func scriptedReply(req *fakeupstream.Request) fakeupstream.Reply {
 		blocks = append(blocks, fakeupstream.Thinking("Let me think about step "+fmt.Sprint(len(req.Messages))))
 	}
 	last := req.Messages[len(req.Messages)-1]
+	if last.Role == "system" && len(req.Messages) > 1 {
+		last = req.Messages[len(req.Messages)-2]
+	}
 	wantsTools := strings.Contains(req.LastUserText(), "use tools")
 	if req.EndsWithToolResults() {
 		for _, r := range req.ToolResults() {

@@ -86,7 +86,9 @@ func (p *Proxy) rewrite(h http.Header, body []byte) (*rewritten, *session, error
 			trimmed = 2
 			after := est(plan, block)
 			if err := p.root.SaveTrimState(sid, sess.stateJSON()); err != nil {
-				p.log.Warn("smarter-compact: fail-open store at proxy/rewrite.go", "err", err.Error())
+				p.storeFault(err)
+			} else {
+				sess.dirty, sess.saved = false, now
 			}
 			p.event(sid, store.Event{At: now, Kind: "trim", Version: p.version,
 				TokensBefore: i64(before), TokensAfter: i64(after), Dropped: i64(dropped)})
@@ -100,7 +102,7 @@ func (p *Proxy) rewrite(h http.Header, body []byte) (*rewritten, *session, error
 
 	v := render(req, msgs, plan, block, p.settings.StandingInstruction)
 	p.storeRows(sid, thread, msgs, plan, now)
-	sess.threads[thread] = msgs
+	sess.keepThread(thread, msgs)
 	sess.used = now
 	return &rewritten{body: v.body, sess: sess, thread: thread, model: req.model, chars: v.chars,
 		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt}, sess, nil
@@ -176,7 +178,7 @@ func (p *Proxy) storeRows(sid, thread string, msgs []*message, plan cutPlan, now
 		_, err = db.SyncRows(rows, now)
 	}
 	if err != nil {
-		p.log.Warn("smarter-compact: fail-open store at proxy/rewrite.go", "err", err.Error())
+		p.storeFault(err)
 	}
 }
 
@@ -262,10 +264,21 @@ func (p *Proxy) evictLocked() {
 			}
 		}
 	}
+	if s := p.sessions[oldest]; s != nil {
+		go p.saveState(s)
+	}
 	delete(p.sessions, oldest)
 }
 
 func (s *session) stateJSON() []byte {
 	b, _ := jsonMarshal(s.state)
 	return b
+}
+
+// storeFault logs a context-store error on the request path: the request goes on with its
+// rewritten view (contract: Rows), and the session database cannot record it, so this line
+// is the only trace.
+func (p *Proxy) storeFault(err error) {
+	f := newFaultAt(2, "store", err)
+	p.log.Warn("smarter-compact: fail-open "+f.kind+" at "+f.loc, "err", errorClass(err))
 }

@@ -22,6 +22,23 @@ type session struct {
 	state   trimState
 	threads map[string][]*message
 	used    time.Time
+	// dirty: state has usage samples not yet in .trim.json; saved: when it was last written.
+	dirty bool
+	saved time.Time
+}
+
+// maxThreads bounds the threads whose last request a session keeps (a main conversation
+// plus subagents); a thread not kept only loses the fast path.
+const maxThreads = 8
+
+func (s *session) keepThread(thread string, msgs []*message) {
+	if _, ok := s.threads[thread]; !ok && len(s.threads) >= maxThreads {
+		for k := range s.threads {
+			delete(s.threads, k)
+			break
+		}
+	}
+	s.threads[thread] = msgs
 }
 
 // buildMessages parses the request's messages and gives each its rows, reusing the

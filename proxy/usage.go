@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/smarter-compact/smarter-compact/store"
 )
@@ -185,14 +186,50 @@ func (p *Proxy) recordUsage(res *rewritten, u usage) {
 		sample := &usageSample{Chars: res.chars, Tokens: int(prompt)}
 		s.state.thread(res.thread).Sample = sample
 		s.state.Latest = sample
-		b := s.stateJSON()
+		s.dirty = true
+		// A sample only tunes the estimate, so it is saved at most every samplePersist
+		// (and by Close); a cut is saved when it is made.
+		save := p.now().Sub(s.saved) >= samplePersist
 		s.mu.Unlock()
-		if err := p.root.SaveTrimState(s.sid, b); err != nil {
-			p.log.Warn("smarter-compact: saving the trim state failed", "session", s.sid, "err", err.Error())
+		if save {
+			p.saveState(s)
 		}
 	}
 	bp := res.breakpoints
 	p.event(s.sid, store.Event{At: p.now(), Kind: "usage", Version: p.version, Model: res.model,
 		ThreadRoot: res.thread, Trimmed: &res.trimmed, InputTokens: u.input, CacheReadTokens: u.cacheRead,
 		CacheCreationTokens: u.cacheCreation, OutputTokens: u.output, Breakpoints: &bp, BreakpointAt: res.breakpointAt})
+}
+
+// samplePersist is how often a session's usage samples reach .trim.json at the most.
+const samplePersist = 30 * time.Second
+
+// saveState writes the session's trim state when it has unsaved changes.
+func (p *Proxy) saveState(s *session) {
+	s.mu.Lock()
+	if !s.dirty {
+		s.mu.Unlock()
+		return
+	}
+	b := s.stateJSON()
+	s.dirty, s.saved = false, p.now()
+	s.mu.Unlock()
+	if err := p.root.SaveTrimState(s.sid, b); err != nil {
+		p.log.Warn("smarter-compact: saving the trim state failed", "session", s.sid, "err", err.Error())
+	}
+}
+
+// Close saves the trim state of every session with unsaved usage samples. The proxy may
+// still serve requests afterwards; call it when the service stops.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	all := make([]*session, 0, len(p.sessions))
+	for _, s := range p.sessions {
+		all = append(all, s)
+	}
+	p.mu.Unlock()
+	for _, s := range all {
+		p.saveState(s)
+	}
+	return nil
 }

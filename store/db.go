@@ -379,9 +379,11 @@ func (d *DB) SyncRows(rows []RowWrite, now time.Time) (SyncResult, error) {
 
 // Multi-row INSERTs: FTS5 flushes its pending terms at the savepoint every statement that
 // touches it opens, so each statement costs a segment write. A call's rows and lines go in as
-// few statements as possible: batches of a power of two rows, at most maxBatch, so the number
-// of prepared statements per database stays small (300 lines: 256 + 32 + 8 + 4).
+// few statements as possible while the number of prepared statements per database stays
+// small: up to exactBatch rows in one statement of that exact size, more in batches of
+// exactBatch times a power of two, at most maxBatch (300 lines: 256 + 32 + 12).
 const (
+	exactBatch   = 16
 	msgColumns   = "fingerprint, thread, role, kind, name, text, blob_id, in_context, trimmed_at_seq, trimmed_at, created_at"
 	msgParams    = 11
 	msgMaxBatch  = 64
@@ -395,9 +397,13 @@ const (
 func (d *DB) execBatched(ctx context.Context, cache *map[int]*sql.Stmt, table, columns string, width, maxBatch int, args []any) (sql.Result, error) {
 	var res sql.Result
 	for len(args) > 0 {
-		n := 1
-		for rows := len(args) / width; n*2 <= rows && n*2 <= maxBatch; {
-			n *= 2
+		n := len(args) / width
+		if n > exactBatch {
+			p := exactBatch
+			for p*2 <= n && p*2 <= maxBatch {
+				p *= 2
+			}
+			n = p
 		}
 		st := (*cache)[n]
 		if st == nil {

@@ -443,3 +443,63 @@ func TestSessionsConcurrent(t *testing.T) {
 		t.Errorf("stored %d rows, want %d", total, 8*20)
 	}
 }
+
+// TestSyncRowsManyRows crosses the multi-row INSERT batch sizes: seq follows the order given,
+// lines keep (message, line) order in their ids, and a trimmed row points at a cut row that
+// went in with a later statement.
+func TestSyncRowsManyRows(t *testing.T) {
+	r := newRoot(t)
+	d := mustSession(t, r, "s")
+	if _, err := d.SyncRows(chain([4]string{"user", "text", "", "already stored"}), t0); err != nil {
+		t.Fatal(err)
+	}
+	var specs [][4]string
+	wantLines := 0
+	for i := 0; i < 150; i++ {
+		n := i%7 + 1
+		if i == 75 {
+			n = 700
+		}
+		var b strings.Builder
+		for j := 1; j <= n; j++ {
+			if j > 1 {
+				b.WriteByte('\n')
+			}
+			fmt.Fprintf(&b, "row %d line %d", i, j)
+		}
+		specs = append(specs, [4]string{"user", "text", "", b.String()})
+		wantLines += n
+	}
+	rows := chain(specs...)
+	rows[0].InContext, rows[0].CutFingerprint = false, rows[140].Fingerprint
+	res, err := d.SyncRows(rows, t0)
+	if err != nil || res != (SyncResult{Inserted: 150}) {
+		t.Fatalf("SyncRows = %+v, %v", res, err)
+	}
+	ro := otherConn(t, d.Path(), "mode=ro")
+	got := readRows(t, ro)
+	if len(got) != 151 {
+		t.Fatalf("%d messages, want 151", len(got))
+	}
+	for i, row := range rows {
+		if g := got[i+1]; g.Seq != int64(i+2) || g.Fingerprint != row.Fingerprint || g.Text != row.Text {
+			t.Fatalf("seq %d holds %q, want row %d", g.Seq, g.Text, i)
+		}
+	}
+	if got[1].TrimmedAtSeq != num(142) {
+		t.Errorf("trimmed_at_seq = %v, want 142 (row 140)", got[1].TrimmedAtSeq)
+	}
+	lines := readLines(t, ro)
+	if len(lines) != wantLines+1 {
+		t.Fatalf("%d lines, want %d", len(lines), wantLines+1)
+	}
+	for k := 1; k < len(lines); k++ {
+		prev, cur := lines[k-1], lines[k]
+		if !(cur.Seq == prev.Seq && cur.No == prev.No+1 || cur.Seq == prev.Seq+1 && cur.No == 1) {
+			t.Fatalf("line ids out of order at %d: %+v after %+v", k, cur, prev)
+		}
+		if want := fmt.Sprintf("row %d line %d", cur.Seq-2, cur.No); cur.Seq > 1 && cur.Text != want {
+			t.Fatalf("line %+v, want text %q", cur, want)
+		}
+	}
+}

@@ -192,12 +192,37 @@ func (r *Root) deleteSession(sid string, files []string) error {
 
 // blobRefs adds the blob ids a session database references to refs, reading it read-only.
 // A version 0 database (created, schema not yet committed) has none.
-func blobRefs(path string, refs map[string]bool) error {
-	db, err := sql.Open("sqlite3", sqliteURI(path, "mode=ro&_busy_timeout=1000"))
+//
+// The read must not make the session look used: a read-only connection to a WAL database
+// creates -wal and -shm when they are missing and writes to -shm, and those mtimes count for
+// retention. Without a -wal (the last writer closed cleanly and SQLite checkpointed) the file
+// is read with immutable=1, which creates nothing; with one, -shm gets its mtime back when the
+// -wal shows no writer activity during the read.
+func blobRefs(path string, refs map[string]bool) (err error) {
+	params := "mode=ro&_busy_timeout=1000"
+	walBefore, walErr := os.Stat(path + "-wal")
+	shmBefore, _ := os.Stat(path + "-shm")
+	if walErr != nil {
+		params = "mode=ro&immutable=1"
+	}
+	db, err := sql.Open("sqlite3", sqliteURI(path, params))
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() {
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+		if walBefore == nil || shmBefore == nil {
+			return
+		}
+		walAfter, werr := os.Stat(path + "-wal")
+		shmAfter, serr := os.Stat(path + "-shm")
+		if werr == nil && serr == nil && walAfter.Size() == walBefore.Size() && walAfter.ModTime().Equal(walBefore.ModTime()) &&
+			!shmAfter.ModTime().Equal(shmBefore.ModTime()) {
+			_ = os.Chtimes(path+"-shm", shmBefore.ModTime(), shmBefore.ModTime())
+		}
+	}()
 	ctx := context.Background()
 	var v int
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {

@@ -233,3 +233,102 @@ func TestSweepBlobs(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepDoesNotKeepSessionsAlive: the blob pass reads every remaining database; that read
+// must not create or touch files whose mtimes decide retention, or no session would ever
+// expire.
+func TestSweepDoesNotKeepSessionsAlive(t *testing.T) {
+	now := time.Now()
+	t.Run("closed writer", func(t *testing.T) {
+		r := newRoot(t)
+		d := mustSession(t, r, "s")
+		rows := chain([4]string{"tool", "tool_result", "Read", "x"})
+		rows[0].BlobID = "0123456789abcdef"
+		if _, err := d.SyncRows(rows, now); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		writeAged(t, filepath.Join(r.Dir(), "blobs", "0123456789abcdef.txt"), now.AddDate(0, 0, -10))
+		age(t, d.Path(), now.AddDate(0, 0, -10))
+		r2, err := Open(r.Dir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r2.Close()
+		rep, err := r2.Sweep(30, now)
+		if err != nil || len(rep.SessionsDeleted) != 0 || rep.BlobsDeleted != 0 || rep.BlobPassSkipped {
+			t.Fatalf("first sweep: %+v, %v", rep, err)
+		}
+		if got := sessionNames(t, r2); !equalStrings(got, []string{"s.db"}) {
+			t.Errorf("the blob pass created files: %v", got)
+		}
+		// 21 days later the session is 31 days old and goes, and its blob with it.
+		later := now.AddDate(0, 0, 21)
+		rep, err = r2.Sweep(30, later)
+		if err != nil || !reflect.DeepEqual(rep.SessionsDeleted, []string{"s"}) || rep.BlobsDeleted != 1 {
+			t.Errorf("second sweep: %+v, %v; want s and its blob deleted", rep, err)
+		}
+	})
+	t.Run("open writer elsewhere", func(t *testing.T) {
+		r := newRoot(t)
+		d := mustSession(t, r, "s") // stays open, as in another process
+		if _, err := d.SyncRows(chain([4]string{"user", "text", "", "x"}), now); err != nil {
+			t.Fatal(err)
+		}
+		old := now.AddDate(0, 0, -10).Truncate(time.Second)
+		for _, s := range []string{"", "-wal", "-shm"} {
+			age(t, d.Path()+s, old)
+		}
+		r2, err := Open(r.Dir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r2.Close()
+		if rep, err := r2.Sweep(30, now); err != nil || rep.BlobPassSkipped {
+			t.Fatalf("sweep: %+v, %v", rep, err)
+		}
+		for _, s := range []string{"", "-wal", "-shm"} {
+			fi, err := os.Stat(d.Path() + s)
+			if err != nil || !fi.ModTime().Equal(old) {
+				t.Errorf("s.db%s mtime %v (%v), want %v", s, fi.ModTime(), err, old)
+			}
+		}
+	})
+	t.Run("crashed writer", func(t *testing.T) {
+		// A writer that died leaves db, -wal and a -shm the next reader must rebuild (here:
+		// zeroed), which writes to -shm.
+		r := newRoot(t)
+		d := mustSession(t, r, "live")
+		if _, err := d.SyncRows(chain([4]string{"user", "text", "", "x"}), now); err != nil {
+			t.Fatal(err)
+		}
+		crashed := filepath.Join(r.Dir(), "sessions", "crashed.db")
+		for _, s := range []string{"", "-wal"} {
+			b, err := os.ReadFile(d.Path() + s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(crashed+s, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(crashed+"-shm", make([]byte, 32768), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		old := now.AddDate(0, 0, -10).Truncate(time.Second)
+		for _, s := range []string{"", "-wal", "-shm"} {
+			age(t, crashed+s, old)
+		}
+		if rep, err := r.Sweep(30, now); err != nil || rep.BlobPassSkipped {
+			t.Fatalf("sweep: %+v, %v", rep, err)
+		}
+		for _, s := range []string{"", "-wal", "-shm"} {
+			fi, err := os.Stat(crashed + s)
+			if err != nil || !fi.ModTime().Equal(old) {
+				t.Errorf("crashed.db%s mtime %v (%v), want %v", s, fi.ModTime(), err, old)
+			}
+		}
+	})
+}

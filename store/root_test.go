@@ -161,3 +161,33 @@ func TestRootClose(t *testing.T) {
 		t.Errorf("-wal still there after Close: %v", err)
 	}
 }
+
+// TestOddRootPath: characters that mean something in a SQLite URI (? # %) and spaces in the
+// root path still name the right file.
+func TestOddRootPath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a dir?x=1#frag%41", "context")
+	r, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	d := mustSession(t, r, "s")
+	if _, err := d.SyncRows(chain([4]string{"user", "text", "", "x"}), t0); err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(dir, "sessions", "s.db")
+	if d.Path() != want {
+		t.Errorf("Path = %s, want %s", d.Path(), want)
+	}
+	fi, err := os.Stat(want)
+	if err != nil || fi.Size() == 0 && !exists(want+"-wal") {
+		t.Fatalf("database not at %s: %v", want, err)
+	}
+	ents, _ := os.ReadDir(filepath.Dir(filepath.Dir(dir)))
+	if len(ents) != 1 {
+		t.Errorf("files created outside the root: %v", ents)
+	}
+	if got := queryInt(t, otherConn(t, sqliteURI(want, "")[len("file:"):], "mode=ro"), "SELECT count(*) FROM messages"); got != 1 {
+		t.Errorf("messages = %d, want 1", got)
+	}
+}

@@ -36,9 +36,12 @@ vet:
 race:
 	$(GO) test -race -tags '$(TAGS)' -count=1 ./...
 
-## e2e: end-to-end tests with the real agent CLIs against a scripted fake model
-## (tests tagged e2e, named TestE2E…; none exist yet, so this reports "no tests to run")
+## e2e: end-to-end tests (build tag e2e, named TestE2E…): the real Claude Code CLI through the
+## real `serve` against a scripted strict fake model. The CLI comes from SMARTER_COMPACT_E2E_CLAUDE,
+## else `claude` on PATH; without it the test skips and says why (SMARTER_COMPACT_E2E_REQUIRE=1
+## makes that a failure). bash .ci/run installs it into .cache/e2e-clients.
 e2e:
+	$(GO) vet -tags '$(TAGS) e2e' ./app/
 	$(GO) test -tags '$(TAGS) e2e' ./app/ -run E2E -count=1 -v
 
 clean:

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -51,13 +52,26 @@ var e2eTurns = []e2eTurn{
 // message with the trimmed ones out of context.
 func TestE2EClaudeCodeTrims(t *testing.T) {
 	claude := findCLI(t, envClaude, "claude", "@anthropic-ai/claude-code@"+claudeVersion)
+	ver := exec.Command(claude, "--version")
+	ver.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TERM=dumb"}
+	if out, err := ver.Output(); err != nil {
+		t.Fatalf("%s --version: %v", claude, err)
+	} else if v := strings.TrimSpace(string(out)); !strings.HasPrefix(v, claudeVersion+" ") {
+		t.Logf("Claude Code %s; this test was written against %s (research/clients.md)", v, claudeVersion)
+	} else {
+		t.Logf("Claude Code %s at %s", v, claude)
+	}
 	bin := buildBinary(t, t.TempDir())
 	for _, tc := range []struct {
 		model string
 		args  []string // extra flags; none gives Claude Code's default model
 	}{
-		{model: "claude-opus-5-5"}, // binds thinking signatures to the prefix
-		{model: "claude-mythos-5-1", args: []string{"--model", "claude-mythos-5-1"}}, // does not
+		// Binds thinking signatures to the prefix, so every trim must strip thinking.
+		{model: "claude-opus-5-5"},
+		// Binds nothing and requires thinking first in an open tool loop; Claude Code also adds a
+		// role "system" message ("<total_tokens>… tokens left</total_tokens>") after every
+		// tool result for it, so the trimmed view must keep role "system" messages legal.
+		{model: "claude-mythos-5-1", args: []string{"--model", "claude-mythos-5-1"}},
 	} {
 		t.Run(tc.model, func(t *testing.T) { testClaudeCodeSession(t, claude, bin, tc.model, tc.args) })
 	}
@@ -159,23 +173,31 @@ func testClaudeCodeSession(t *testing.T, claude, bin, model string, modelArgs []
 	}
 
 	// Standing instruction on every request; the pointer on every request from the first trim.
-	firstTrim := -1
+	firstTrim, lastDropped := -1, 0
 	for i, b := range bodies {
 		if n := b.countSystemText(proxy.StandingInstruction); n != 1 {
 			t.Errorf("request %d: system carries the standing instruction %d times, want 1", i+1, n)
 		}
 		ptr, n := b.pointer(sid)
-		switch {
-		case ptr == "" && firstTrim >= 0:
-			t.Errorf("request %d: no pointer for session %s, but request %d was trimmed", i+1, sid, firstTrim+1)
-		case ptr != "" && ptr != proxy.PointerText(sid, n):
-			t.Errorf("request %d: pointer text differs from proxy.PointerText(%q, %d):\n%s", i+1, sid, n, ptr)
-		case ptr != "" && firstTrim < 0:
+		if ptr == "" {
+			if firstTrim >= 0 {
+				t.Errorf("request %d: no pointer for session %s, but request %d was trimmed", i+1, sid, firstTrim+1)
+			}
+			continue
+		}
+		if firstTrim < 0 {
 			firstTrim = i
 		}
-		if n > 0 && b.pointerCount != 1 {
+		if ptr != proxy.PointerText(sid, n) {
+			t.Errorf("request %d: pointer text differs from proxy.PointerText(%q, %d):\n%s", i+1, sid, n, ptr)
+		}
+		if b.pointerCount != 1 {
 			t.Errorf("request %d: %d pointer blocks, want 1", i+1, b.pointerCount)
 		}
+		if n < 1 || n < lastDropped {
+			t.Errorf("request %d: the pointer says %d messages dropped, after %d before: the cut is sticky", i+1, n, lastDropped)
+		}
+		lastDropped = n
 	}
 	if firstTrim < 0 {
 		t.Fatalf("no request was trimmed: the session never reached CONTEXT_TRIM_AT_TOKENS=%d (largest request %d bytes); lower it or add tool steps",
@@ -258,7 +280,7 @@ func testClaudeCodeSession(t *testing.T, claude, bin, model string, modelArgs []
 	}
 	q.Close()
 
-	// The trims this session must have made: a user-turn cut (turn 2 left whole, turn 1 kept
+	// The trims this session must have made: a user-turn cut (turn 2 dropped whole, turn 1 kept
 	// as the first turn, the pointer on turn 3) and an in-turn gap in turn 3's tool loop.
 	lastTurn := len(e2eTurns)
 	for i, turn := range e2eTurns {
@@ -297,7 +319,9 @@ func testClaudeCodeSession(t *testing.T, claude, bin, model string, modelArgs []
 	big := largest(bodies)
 	t.Logf("model %s, session %s: %d claude runs in %s (%s), %d requests, first trimmed request #%d",
 		model, sid, len(runs), took.Round(time.Millisecond), runTimes(runs), len(bodies), firstTrim+1)
-	t.Logf("first request: %d bytes from Claude Code, %d bytes upstream", bodies[0].sent, bodies[0].received)
+	u := recs[0].Usage
+	t.Logf("first request: %d bytes from Claude Code, %d bytes upstream, %d prompt tokens by the fake's count (CONTEXT_TRIM_AT_TOKENS=%d)",
+		bodies[0].sent, bodies[0].received, u.InputTokens+u.CacheReadInputTokens+u.CacheCreationInputTokens, trimAtTokens)
 	t.Logf("largest request: %d bytes from Claude Code, %d bytes upstream after the trim; last request: %d -> %d bytes, %d -> %d messages",
 		big.sent, big.received, last.sent, last.received, countMessages(t, sent[len(sent)-1].body), len(last.Messages))
 	t.Logf("session db: %d rows, %d out of context; %d trim events, %d usage events", rows, outRows, trims, usages)

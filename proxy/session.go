@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -230,31 +229,16 @@ func systemText(system []byte) string {
 	return ""
 }
 
-var modelVersion = regexp.MustCompile(`claude-(?:opus|sonnet|haiku)-(\d+)-(\d+)`)
-
 // bindsThinkingToPrefix reports whether the model checks that a thinking block's earlier
-// conversation is unchanged (api-rules §1.7.4): Fable 5.1, Opus 5.5 and, by our
-// assumption, every later model except Mythos; or any request that sets
-// thinking.block_binding itself.
+// conversation is unchanged (api-rules §1.7.4: Fable 5.1 and Opus 5.5), or the request sets
+// thinking.block_binding itself. Other models keep the contract's strip: guessing wrong
+// there costs a fatal "Expected thinking" 400 in an open tool loop, while an unlisted model
+// that does bind costs one "bound to a different conversation" 400 that Claude Code
+// recovers from by resending without thinking (research/clients.md, gotchas).
 func bindsThinkingToPrefix(model string, thinking []byte) bool {
 	if bytes.Contains(thinking, []byte(`"block_binding"`)) {
 		return true
 	}
 	m := strings.ToLower(model)
-	switch {
-	case strings.Contains(m, "mythos"):
-		return false
-	case strings.Contains(m, "fable"):
-		return true
-	}
-	v := modelVersion.FindStringSubmatch(m)
-	if v == nil {
-		return false
-	}
-	major, _ := strconv.Atoi(v[1])
-	minor, _ := strconv.Atoi(v[2])
-	if minor > 9 { // dated ids such as claude-sonnet-4-20250514 have no minor version
-		minor = 0
-	}
-	return major > 5 || major == 5 && minor >= 5
+	return strings.Contains(m, "opus-5-5") || strings.Contains(m, "fable-5-1")
 }

@@ -44,7 +44,8 @@ func TestSessionIDSources(t *testing.T) {
 
 func TestBindsThinkingToPrefix(t *testing.T) {
 	for model, want := range map[string]bool{
-		"claude-opus-5-5": true, "claude-fable-5-1": true, "claude-sonnet-5-5": true, "claude-opus-6-0": true,
+		"claude-opus-5-5": true, "claude-fable-5-1": true, "claude-opus-5-5-20261001": true,
+		"claude-sonnet-5-5": false, "claude-opus-6-0": false,
 		"claude-mythos-5-1": false, "claude-sonnet-4-5": false, "claude-haiku-4-5-20251001": false,
 		"claude-opus-5": false, "claude-sonnet-4-20250514": false, "gpt-5": false,
 	} {

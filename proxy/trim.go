@@ -19,13 +19,24 @@ func noPlan(first int) cutPlan { return cutPlan{first: first, cut: -1, reply: -1
 
 func (p cutPlan) active() bool { return p.cut >= 0 }
 
-// kept reports whether message i is in the view.
+// kept reports whether message i is in the view. A pinned message (a mid-conversation
+// role "system" message) stays exactly when the message it follows stays: the API accepts
+// one only right after a user message and before an assistant message or the end
+// (api-rules §1.3), and Claude Code sends one after many tool results, so one whose turn
+// was dropped must go with it.
 func (p cutPlan) kept(msgs []*message, i int) bool {
+	if p.active() && msgs[i].pinned {
+		j := i - 1
+		for j >= 0 && msgs[j].pinned {
+			j--
+		}
+		return j < 0 || p.kept(msgs, j)
+	}
 	switch {
 	case !p.active() || i <= p.first || i == p.cut:
 		return true
 	case i < p.cut:
-		return p.keepHead || msgs[i].pinned || i == p.reply
+		return p.keepHead || i == p.reply
 	default:
 		return p.gap <= p.cut+1 || i >= p.gap
 	}

@@ -34,6 +34,9 @@ type ccClient struct {
 	// the test, for tests that expect a rejection.
 	tolerate bool
 	failed   string
+	// tokenNotes makes the client add a role "system" message after each tool result, as
+	// Claude Code does for some models ("<total_tokens>N tokens left</total_tokens>").
+	tokenNotes bool
 }
 
 func newClient(t testing.TB, url, sid, model string) *ccClient {
@@ -67,7 +70,7 @@ func (c *ccClient) body() []byte {
 	for i, m := range c.msgs {
 		cm := clone(m).(map[string]any)
 		last := i == len(c.msgs)-1
-		if i == c.sysAt {
+		if cm["role"] == "system" {
 			if last {
 				cm["content"] = []any{map[string]any{"type": "text", "text": cm["content"], "cache_control": map[string]any{"type": "ephemeral"}}}
 			}
@@ -218,6 +221,9 @@ func (c *ccClient) userTurn(text string, output func(step int) string) {
 			return
 		}
 		c.msgs = append(c.msgs, map[string]any{"role": "user", "content": results})
+		if c.tokenNotes {
+			c.msgs = append(c.msgs, map[string]any{"role": "system", "content": fmt.Sprintf("<total_tokens>%d tokens left</total_tokens>", 900000-len(c.sent)*1000)})
+		}
 	}
 }
 

@@ -66,8 +66,11 @@ func generatedConversations(t *testing.T, first, count, stride int) (trims, requ
 		if strings.Contains(model, "-4-") {
 			c.noSystemMessage()
 			c.thinking = map[string]any{"type": "enabled", "budget_tokens": 2000}
-		} else if rng.Intn(2) == 0 {
-			c.thinking = map[string]any{"type": "adaptive", "display": "summarized"}
+		} else {
+			if rng.Intn(2) == 0 {
+				c.thinking = map[string]any{"type": "adaptive", "display": "summarized"}
+			}
+			c.tokenNotes = rng.Intn(2) == 0
 		}
 		before := len(fake.Requests())
 		turns := 2 + rng.Intn(5)

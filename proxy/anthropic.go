@@ -25,12 +25,16 @@ type anthropicRequest struct {
 }
 
 func parseAnthropic(body []byte) (*anthropicRequest, error) {
-	top, err := objectMembers(body)
+	end, err := skipValue(body, 0)
 	if err != nil {
 		return nil, fmt.Errorf("request body: %w", err)
 	}
-	if end := skipSpace(body, len(body)); end != len(body) {
-		return nil, fmt.Errorf("request body: trailing data")
+	if skipSpace(body, end) != len(body) {
+		return nil, fmt.Errorf("request body: data after the JSON value")
+	}
+	top, err := objectMembers(body)
+	if err != nil {
+		return nil, fmt.Errorf("request body: %w", err)
 	}
 	req := &anthropicRequest{body: body, top: top, messagesAt: -1, systemAt: -1}
 	for i, m := range top {
@@ -64,7 +68,11 @@ func parseAnthropic(body []byte) (*anthropicRequest, error) {
 		return nil, fmt.Errorf("messages: %w", err)
 	}
 	if req.system != nil {
-		if k := kindOf(req.system); k != '"' && k != '[' && k != 'n' {
+		switch kindOf(req.system) {
+		case '"', '[':
+		case 'n': // null: as if absent
+			req.system = nil
+		default:
 			return nil, fmt.Errorf("system: want a string or a list of blocks")
 		}
 	}
@@ -104,6 +112,8 @@ type message struct {
 	toolUses   []toolUse
 	toolResIDs []string
 	thinking   bool // has thinking or redacted_thinking blocks
+	// thinkingBytes is what a strip takes out of the message (blocks and their commas).
+	thinkingBytes int
 	// nonThinking counts blocks that survive a thinking strip.
 	nonThinking int
 	// binaryAdjust is subtracted from len(raw) for the estimate: base64 payloads count
@@ -203,14 +213,17 @@ func parseBlock(raw []byte, m *message) (block, error) {
 		case "cache_control":
 			m.markers++
 		case "content":
-			// markers inside a tool_result count for its message
-			if kindOf(f.val) == '[' && bytes.Contains(f.val, []byte(`"cache_control"`)) {
+			// markers and binary payloads inside a tool_result count for its message
+			if kindOf(f.val) == '[' && (bytes.Contains(f.val, []byte(`"cache_control"`)) || bytes.Contains(f.val, []byte(`"base64"`))) {
 				if elems, err := arrayElems(f.val); err == nil {
 					for _, e := range elems {
 						if fs, err := objectMembers(e); err == nil {
 							for _, ff := range fs {
-								if ff.key == "cache_control" {
+								switch {
+								case ff.key == "cache_control":
 									m.markers++
+								case ff.key == "source" && bytes.Contains(ff.val, []byte(`"base64"`)):
+									m.binaryAdjust += len(ff.val) - 6400
 								}
 							}
 						}
@@ -235,6 +248,7 @@ func parseBlock(raw []byte, m *message) (block, error) {
 		m.nonThinking++
 	case "thinking", "redacted_thinking":
 		m.thinking = true
+		m.thinkingBytes += len(raw) + 1
 	default:
 		m.nonThinking++
 	}

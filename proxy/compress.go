@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"fmt"
+
+	"github.com/smarter-compact/smarter-compact/store"
 	"math"
 	"strconv"
 	"strings"
@@ -44,11 +46,14 @@ func (p *Proxy) compressToolResult(blockRaw []byte, text string) (string, []byte
 	if at < 0 || !plainTextContent(fields[at].val) {
 		return "", nil, nil
 	}
-	id, err := p.root.WriteBlob(text)
-	if err != nil {
+	id := store.BlobID(text)
+	c := compressText(text, tokens, id)
+	if len(c) >= len(text) {
+		return "", nil, nil // a low threshold on a short result: nothing to gain
+	}
+	if _, err := p.root.WriteBlob(text); err != nil {
 		return "", nil, fmt.Errorf("write blob: %w", err)
 	}
-	c := compressText(text, tokens, id)
 	v := appendJSONString(make([]byte, 0, len(c)+64), c)
 	return id, spliceObject(make([]byte, 0, len(blockRaw)), blockRaw, fields, map[int][]byte{at: v}), nil
 }

@@ -198,37 +198,55 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out.Host = target.Host
 	out.RequestURI = ""
 
-	if r.Method == http.MethodPost && rt.family == "anthropic" && rt.rest == "/v1/messages" && p.toggles.Enabled(rt.agent) {
-		p.serveRewrite(w, out, cancel)
-		return
+	if r.Method == http.MethodPost && rt.family == "anthropic" && p.toggles.Enabled(rt.agent) {
+		switch rt.rest {
+		case "/v1/messages":
+			p.serveRewrite(w, out, cancel, false)
+			return
+		case "/v1/messages/count_tokens":
+			// the same view as the model call, so the count matches and the thinking
+			// prefix check (api-rules §2.2) sees what the model saw; nothing is stored
+			p.serveRewrite(w, out, cancel, true)
+			return
+		}
 	}
 	out = out.WithContext(withIdle(ctx, cancel, p.settings.IdleTimeout))
 	p.rp.ServeHTTP(w, out)
 }
 
 // serveRewrite reads the body, rewrites it (failing open on any fault) and forwards it.
-func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel context.CancelFunc) {
+// dry renders without trimming or storing (count_tokens).
+func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel context.CancelFunc, dry bool) {
+	ctx := withIdle(out.Context(), cancel, p.settings.IdleTimeout)
 	raw, err := io.ReadAll(io.LimitReader(out.Body, maxBody+1))
-	out.Body.Close()
 	if err != nil {
+		out.Body.Close()
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "smarter-compact: reading the request body failed: "+err.Error())
 		return
 	}
 	if len(raw) > maxBody {
-		p.failOpen(nil, "body_too_large", errors.New("request body over the rewrite limit"), "")
-		setBody(out, raw, out.Header.Get("Content-Encoding"))
-		p.rp.ServeHTTP(w, out.WithContext(withIdle(out.Context(), cancel, p.settings.IdleTimeout)))
+		// too large to rewrite: forward what was read and the rest as it comes
+		p.failOpen(nil, "body_too_large", errors.New("request body over the rewrite limit"), "proxy/proxy.go")
+		rest := out.Body
+		out.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(raw), rest), rest}
+		out.GetBody = nil
+		p.rp.ServeHTTP(w, out.WithContext(ctx))
 		return
 	}
-	res := p.rewriteSafely(out.Header, raw)
-	ctx := withIdle(out.Context(), cancel, p.settings.IdleTimeout)
+	out.Body.Close()
+	res := p.rewriteSafely(out.Header, raw, dry)
 	if res == nil {
 		setBody(out, raw, out.Header.Get("Content-Encoding"))
 		p.rp.ServeHTTP(w, out.WithContext(ctx))
 		return
 	}
 	setBody(out, res.body, "")
-	ctx = context.WithValue(ctx, tapKey{}, res)
+	if !dry {
+		ctx = context.WithValue(ctx, tapKey{}, res)
+	}
 	p.rp.ServeHTTP(w, out.WithContext(ctx))
 }
 
@@ -285,7 +303,7 @@ func newFaultAt(skip int, kind string, err error) *fault {
 // rewriteSafely runs the rewrite and turns any error or panic into a fail-open: it logs
 // one line (and a fail_open event once the session is known) and returns nil, so the
 // original request goes upstream unchanged.
-func (p *Proxy) rewriteSafely(h http.Header, raw []byte) (res *rewritten) {
+func (p *Proxy) rewriteSafely(h http.Header, raw []byte, dry bool) (res *rewritten) {
 	var sess *session
 	defer func() {
 		if v := recover(); v != nil {
@@ -309,7 +327,7 @@ func (p *Proxy) rewriteSafely(h http.Header, raw []byte) (res *rewritten) {
 		p.failOpenFault(nil, newFault("decode", err))
 		return nil
 	}
-	res, sess, err = p.rewrite(h, body)
+	res, err = p.rewriteFor(h, body, dry, &sess)
 	if err != nil {
 		var f *fault
 		if !errors.As(err, &f) {

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -304,15 +306,15 @@ func TestPassThrough(t *testing.T) {
 	}
 	body := `{"model":"claude-opus-5-5","messages":[{"role":"user","content":"hi"}]}`
 
-	t.Run("count_tokens is untouched, credentials and unknown headers pass", func(t *testing.T) {
-		resp := send("/claude-code/v1/messages/count_tokens?beta=true", body, map[string]string{
+	t.Run("other endpoints are untouched, credentials and unknown headers pass", func(t *testing.T) {
+		resp := send("/claude-code/v1/messages/batches?beta=true", body, map[string]string{
 			"Authorization": "Bearer oauth-token", "X-Api-Key": "k", "Anthropic-Beta": "a,b", "X-Custom": "1",
 			"Connection": "X-Hop", "X-Hop": "drop me",
 		})
 		resp.Body.Close()
 		got.Lock()
 		defer got.Unlock()
-		if got.path != "/v1/messages/count_tokens?beta=true" || string(got.body) != body {
+		if got.path != "/v1/messages/batches?beta=true" || string(got.body) != body {
 			t.Fatalf("upstream got %s %q", got.path, got.body)
 		}
 		for k, v := range map[string]string{"Authorization": "Bearer oauth-token", "X-Api-Key": "k", "Anthropic-Beta": "a,b", "X-Custom": "1"} {
@@ -322,6 +324,19 @@ func TestPassThrough(t *testing.T) {
 		}
 		if got.header.Get("X-Hop") != "" {
 			t.Error("a hop-by-hop header named in Connection reached the upstream")
+		}
+	})
+	t.Run("count_tokens sees the model's view and stores nothing", func(t *testing.T) {
+		resp := send("/claude-code/v1/messages/count_tokens", body, map[string]string{"X-Claude-Code-Session-Id": "count-only"})
+		resp.Body.Close()
+		got.Lock()
+		gb := string(got.body)
+		got.Unlock()
+		if !strings.Contains(gb, StandingInstruction[:40]) {
+			t.Fatalf("count_tokens did not get the standing instruction: %q", gb)
+		}
+		if _, err := os.Stat(filepath.Join(root.Dir(), "sessions", "count-only.db")); err == nil {
+			t.Fatal("count_tokens wrote a session database")
 		}
 	})
 	t.Run("upstream errors reach the client exactly", func(t *testing.T) {

@@ -26,9 +26,19 @@ type rewritten struct {
 // rewrite runs steps 3–10 of the request path (DESIGN.md §4) on a decoded Anthropic
 // Messages body. An error means the request goes upstream unchanged.
 func (p *Proxy) rewrite(h http.Header, body []byte) (*rewritten, *session, error) {
+	var sess *session
+	res, err := p.rewriteFor(h, body, false, &sess)
+	return res, sess, err
+}
+
+// rewriteFor is rewrite with two more inputs: dry renders the session's current view
+// without trimming, storing or caching anything (count_tokens must see what the model
+// sees: api-rules §2.2 runs the same thinking prefix check), and out receives the session
+// as soon as it is known, so a panic later can still be recorded against it.
+func (p *Proxy) rewriteFor(h http.Header, body []byte, dry bool, out **session) (*rewritten, error) {
 	req, err := parseAnthropic(body)
 	if err != nil {
-		return nil, nil, newFault("parse", err)
+		return nil, newFault("parse", err)
 	}
 	bpCount, bpAt := breakpoints(req)
 	sid := sessionID(h, req)
@@ -36,20 +46,20 @@ func (p *Proxy) rewrite(h http.Header, body []byte) (*rewritten, *session, error
 		tmp := &session{threads: map[string][]*message{}}
 		msgs, _, err := p.buildMessages(tmp, req)
 		if err != nil {
-			return nil, nil, newFault("parse", err)
+			return nil, newFault("parse", err)
 		}
 		sid = fallbackSessionID(req, msgs)
 	}
-	sess, err := p.session(sid)
+	sess, err := p.lockedSession(sid)
 	if err != nil {
-		return nil, nil, newFault("state", err)
+		return nil, newFault("state", err)
 	}
-	sess.mu.Lock()
 	defer sess.mu.Unlock()
+	*out = sess
 
 	msgs, thread, err := p.buildMessages(sess, req)
 	if err != nil {
-		return nil, sess, newFault("parse", err)
+		return nil, newFault("parse", err)
 	}
 	now := p.now()
 	ts := sess.state.thread(thread)
@@ -67,8 +77,8 @@ func (p *Proxy) rewrite(h http.Header, body []byte) (*rewritten, *session, error
 		return sess.state.estimate(thread, viewChars(req, msgs, pl, blk), p.settings.CharsPerToken)
 	}
 	before := est(plan, block)
-	force := p.root.Force(sid)
-	if force || before >= threshold {
+	force := !dry && p.root.Force(sid)
+	if !dry && (force || before >= threshold) {
 		budget := int(p.settings.TrimToFraction * float64(threshold))
 		provisional := PointerText(sid, 0)
 		under := func(pl cutPlan) bool { return est(pl, provisional) < budget }
@@ -80,13 +90,16 @@ func (p *Proxy) rewrite(h http.Header, body []byte) (*rewritten, *session, error
 			if plan.gap > plan.cut+1 && plan.gap < len(msgs) {
 				ts.Gap = msgs[plan.gap].firstFP
 			}
-			if plan.strip >= 0 && plan.strip < len(msgs) {
-				ts.Strip, ts.StripFP = plan.strip, msgs[plan.strip].firstFP
+			if la := latestAssistant(msgs); la >= 0 && plan.strip >= la {
+				// named by the latest assistant message at trim time (it always has rows);
+				// models that bind thinking strip it too (api-rules §1.7.4)
+				ts.Strip, ts.StripFP, ts.StripAfter = plan.strip, msgs[la].firstFP, plan.strip > la
 			}
 			trimmed = 2
 			after := est(plan, block)
+			sess.dirty = true
 			if err := p.root.SaveTrimState(sid, sess.stateJSON()); err != nil {
-				p.storeFault(err)
+				p.storeFault(err) // stays dirty: Close tries again
 			} else {
 				sess.dirty, sess.saved = false, now
 			}
@@ -101,11 +114,13 @@ func (p *Proxy) rewrite(h http.Header, body []byte) (*rewritten, *session, error
 	}
 
 	v := render(req, msgs, plan, block, p.settings.StandingInstruction)
-	p.storeRows(sid, thread, msgs, plan, now)
-	sess.keepThread(thread, msgs)
-	sess.used = now
+	if !dry {
+		p.storeRows(sid, thread, msgs, plan, now)
+		sess.keepThread(thread, msgs)
+		sess.used = now
+	}
 	return &rewritten{body: v.body, sess: sess, thread: thread, model: req.model, chars: v.chars,
-		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt}, sess, nil
+		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt}, nil
 }
 
 func i64(n int) *int64 { v := int64(n); return &v }
@@ -141,7 +156,12 @@ func resolvePlan(ts *threadState, msgs []*message) cutPlan {
 		p.gap = g
 	}
 	if ts.StripFP != "" {
-		if p.strip = find(ts.StripFP); p.strip < 0 {
+		if at := find(ts.StripFP); at >= 0 {
+			p.strip = at
+			if ts.StripAfter {
+				p.strip++
+			}
+		} else {
 			p.strip = p.cut
 		}
 	}
@@ -225,6 +245,25 @@ func countMarkers(raw []byte) int {
 		if k := skipSpace(raw, i); k < len(raw) && raw[k] == ':' {
 			n++
 		}
+	}
+}
+
+// lockedSession returns the session for sid with its lock held, making sure it is still
+// the one in the map (an eviction between lookup and lock would leave two).
+func (p *Proxy) lockedSession(sid string) (*session, error) {
+	for {
+		s, err := p.session(sid)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		p.mu.Lock()
+		current := p.sessions[sid] == s
+		p.mu.Unlock()
+		if current {
+			return s, nil
+		}
+		s.mu.Unlock()
 	}
 }
 

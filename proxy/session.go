@@ -42,6 +42,11 @@ func (s *session) keepThread(thread string, msgs []*message) {
 
 // buildMessages parses the request's messages and gives each its rows, reusing the
 // messages of the thread's previous request where the bytes and the chain agree.
+//
+// The thread is named by the chain fingerprint after the first message's last row, not by
+// its first row (contract: messages.thread says first row): Claude Code starts the main
+// conversation and each subagent with the same <system-reminder> block, so the first row
+// alone would make them one thread, and they would keep re-trimming each other.
 func (p *Proxy) buildMessages(s *session, req *anthropicRequest) (msgs []*message, thread string, err error) {
 	msgs = make([]*message, len(req.rawMsgs))
 	names := map[string]string{}
@@ -57,7 +62,9 @@ func (p *Proxy) buildMessages(s *session, req *anthropicRequest) (msgs []*messag
 			prev = m.endFP
 			continue
 		}
-		m, err := parseMessage(raw)
+		// A new message is copied out of the body, so the cache holds only the messages it
+		// keeps, not every body they first came in.
+		m, err := parseMessage(bytes.Clone(raw))
 		if err != nil {
 			return nil, "", err
 		}
@@ -70,16 +77,8 @@ func (p *Proxy) buildMessages(s *session, req *anthropicRequest) (msgs []*messag
 		msgs[i] = m
 		prev = m.endFP
 		if thread == "" && m.firstFP != "" {
-			thread = m.firstFP
+			thread = m.endFP
 			cache = s.threads[thread]
-		}
-	}
-	if thread == "" {
-		for _, m := range msgs {
-			if m.firstFP != "" {
-				thread = m.firstFP
-				break
-			}
 		}
 	}
 	return msgs, thread, nil

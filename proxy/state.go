@@ -18,8 +18,11 @@ type trimState struct {
 type threadState struct {
 	Cut     string `json:"cut,omitempty"`      // first row of the cut turn
 	Gap     string `json:"gap,omitempty"`      // first row of the first kept tail message; "" no gap
-	Strip   int    `json:"strip,omitempty"`    // index of the strip message at trim time (informational)
-	StripFP string `json:"strip_fp,omitempty"` // first row of the first message whose thinking stays; "" strips none
+	Strip   int    `json:"strip,omitempty"`    // index of the strip point at trim time (informational)
+	StripFP string `json:"strip_fp,omitempty"` // first row of the latest assistant message at trim time; "" strips none
+	// StripAfter: that message loses its thinking too (models that bind thinking to its
+	// prefix), so the strip point is the message after it.
+	StripAfter bool `json:"strip_after,omitempty"`
 	// KeepHead: the cut turn was not a clean cut, so only its in-turn gap drops.
 	KeepHead bool         `json:"keep_head,omitempty"`
 	Block    string       `json:"block,omitempty"` // the pointer (and recall) text, repeated byte for byte

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -179,7 +180,13 @@ func (t *usageTap) finish() {
 
 // recordUsage calibrates the estimate with the call's prompt size and writes the usage
 // event (contract: Events; seed 001: token estimate).
+// It runs inside the response copy, so it must never panic into the client's stream.
 func (p *Proxy) recordUsage(res *rewritten, u usage) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.log.Warn("smarter-compact: recording usage failed", "panic", fmt.Sprint(v))
+		}
+	}()
 	s := res.sess
 	if prompt, ok := u.prompt(); ok && prompt > 0 {
 		s.mu.Lock()
@@ -205,18 +212,19 @@ func (p *Proxy) recordUsage(res *rewritten, u usage) {
 const samplePersist = 30 * time.Second
 
 // saveState writes the session's trim state when it has unsaved changes.
+// The write happens under the session lock, so an older snapshot never overwrites a newer
+// cut.
 func (p *Proxy) saveState(s *session) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !s.dirty {
-		s.mu.Unlock()
 		return
 	}
-	b := s.stateJSON()
-	s.dirty, s.saved = false, p.now()
-	s.mu.Unlock()
-	if err := p.root.SaveTrimState(s.sid, b); err != nil {
+	if err := p.root.SaveTrimState(s.sid, s.stateJSON()); err != nil {
 		p.log.Warn("smarter-compact: saving the trim state failed", "session", s.sid, "err", err.Error())
+		return
 	}
+	s.dirty, s.saved = false, p.now()
 }
 
 // Close saves the trim state of every session with unsaved usage samples. The proxy may

@@ -103,6 +103,9 @@ func viewChars(req *anthropicRequest, msgs []*message, plan cutPlan, block strin
 			raw = m.rendered
 		}
 		n += len(raw) - m.binaryAdjust + 1
+		if plan.strip >= 0 && i < plan.strip && m.role == "assistant" {
+			n -= m.thinkingBytes
+		}
 		if plan.active() && i == plan.cut {
 			n += len(block) + 32
 		}
@@ -164,7 +167,13 @@ func withInstruction(system []byte) []byte {
 	}
 	si := textBlockJSON(StandingInstruction)
 	switch kindOf(system) {
+	case 0, 'n':
+		return append(append([]byte{'['}, si...), ']')
 	case '"':
+		if strings.TrimSpace(systemText(system)) == "" {
+			// an empty string becomes no block at all: the API rejects empty text blocks
+			return append(append([]byte{'['}, si...), ']')
+		}
 		out := make([]byte, 0, len(system)+len(si)+32)
 		out = append(out, `[{"type":"text","text":`...)
 		out = append(out, bytes.TrimSpace(system)...)

@@ -34,7 +34,9 @@ func serve(ctx context.Context, args []string, sys system) error {
 		}
 		return err
 	}
-	if *portFlag != 0 && (*portFlag < 1 || *portFlag > 65535) {
+	portSet := false
+	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" })
+	if portSet && (*portFlag < 1 || *portFlag > 65535) {
 		return usageError{fmt.Sprintf("serve: --port %d: must be an integer from 1 to 65535", *portFlag)}
 	}
 
@@ -46,7 +48,7 @@ func serve(ctx context.Context, args []string, sys system) error {
 	if err != nil {
 		return err
 	}
-	if *portFlag != 0 {
+	if portSet {
 		cfg.Port = *portFlag
 	}
 	log := sys.log

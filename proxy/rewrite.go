@@ -105,6 +105,7 @@ func (p *Proxy) rewriteFor(h http.Header, body []byte, dry bool, out **session) 
 			}
 			p.event(sid, store.Event{At: now, Kind: "trim", Version: p.version,
 				TokensBefore: i64(before), TokensAfter: i64(after), Dropped: i64(dropped)})
+			p.log.Info("trim", "session", sid, "tokens_before", before, "tokens_after", after, "dropped", dropped, "forced", force)
 		}
 		if force {
 			if err := p.root.ClearForce(sid); err != nil {

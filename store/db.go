@@ -79,11 +79,11 @@ func sqliteURI(path, params string) string {
 }
 
 // createDBFile creates path empty with mode 600 before SQLite opens it (SQLite would use
-// 0644 &^ umask); an existing file is left as it is.
+// 0644 &^ umask); an existing file readable by others is narrowed to 600.
 func createDBFile(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode)
 	if errors.Is(err, fs.ErrExist) {
-		return nil
+		return tighten(path, fileMode)
 	}
 	if err != nil {
 		return err

@@ -60,7 +60,7 @@ func mkdirPrivate(d string) error {
 		if !fi.IsDir() {
 			return fmt.Errorf("%s exists and is not a directory", d)
 		}
-		return nil
+		return tighten(d, dirMode)
 	}
 	if err := os.MkdirAll(d, dirMode); err != nil {
 		return err
@@ -162,4 +162,20 @@ func (r *Root) Session(sid string) (*DB, error) {
 // sessionFile is sessions/<sid><suffix>; sid must have passed checkSID.
 func (r *Root) sessionFile(sid, suffix string) string {
 	return filepath.Join(r.dir, "sessions", sid+suffix)
+}
+
+// tighten removes group and other permission bits from an existing path (the store is
+// private to its user: folders 700, files 600). On Windows modes carry no such bits.
+func tighten(path string, mode os.FileMode) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o077 == 0 {
+		return nil
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		return fmt.Errorf("make %s private (mode %o): %w", path, mode, err)
+	}
+	return nil
 }

@@ -92,7 +92,23 @@ func serve(ctx context.Context, args []string, sys system) error {
 		"store", root.Dir(), "config", configName, "agents", toggles.String())
 	var wg sync.WaitGroup
 	defer wg.Wait() // before root.Close
-	wg.Go(func() { sweep(root, cfg.TTLDays, log) })
+	bg, stopBG := context.WithCancel(ctx)
+	defer stopBG() // runs before wg.Wait
+	wg.Go(func() {
+		// At start, then hourly: Sweep itself runs at most once a day (.ttl-stamp), so a
+		// service that stays up for weeks still retires idle sessions (contract: Retention).
+		sweep(root, cfg.TTLDays, log)
+		t := time.NewTicker(time.Hour)
+		defer t.Stop()
+		for {
+			select {
+			case <-bg.Done():
+				return
+			case <-t.C:
+				sweep(root, cfg.TTLDays, log)
+			}
+		}
+	})
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -131,7 +147,7 @@ func sweep(root *store.Root, ttlDays int, log *slog.Logger) {
 	case err != nil:
 		log.Warn("retention sweep failed", "err", err)
 	case !rep.Ran:
-		log.Info("retention sweep skipped: it ran less than 24 h ago")
+		log.Debug("retention sweep skipped: it ran less than 24 h ago")
 	default:
 		log.Info("retention sweep", "ttl_days", ttlDays, "sessions_deleted", len(rep.SessionsDeleted),
 			"blobs_deleted", rep.BlobsDeleted, "blob_pass_skipped", rep.BlobPassSkipped)

@@ -24,17 +24,39 @@ type anthropicRequest struct {
 	rawMsgs        [][]byte
 }
 
-func parseAnthropic(body []byte) (*anthropicRequest, error) {
-	end, err := skipValue(body, 0)
+// known is what a session's previous request looked like: its top-level member values and
+// its messages, all JSON that was already validated. A request that repeats them byte for
+// byte is compared, not scanned again, so parsing costs one memory comparison of the known
+// prefix plus a scan of what is new (DESIGN.md §4, fast path).
+type known struct {
+	top  map[string][]byte
+	msgs [][]byte
+}
+
+// remember records req as the known shape for the next request of its session. Top-level
+// values are copied (the body is not kept); the messages are those the thread cache holds.
+func remember(req *anthropicRequest, msgs []*message) *known {
+	k := &known{top: make(map[string][]byte, len(req.top)), msgs: make([][]byte, len(msgs))}
+	for _, m := range req.top {
+		if m.key != "messages" {
+			k.top[m.key] = bytes.Clone(m.val)
+		}
+	}
+	for i, m := range msgs {
+		k.msgs[i] = m.raw
+	}
+	return k
+}
+
+// parseAnthropic splits a request body into spans; k (may be nil) is the session's previous
+// request.
+func parseAnthropic(body []byte, k *known) (*anthropicRequest, error) {
+	top, msgs, end, err := scanTop(body, k)
 	if err != nil {
 		return nil, fmt.Errorf("request body: %w", err)
 	}
 	if skipSpace(body, end) != len(body) {
 		return nil, fmt.Errorf("request body: data after the JSON value")
-	}
-	top, err := objectMembers(body)
-	if err != nil {
-		return nil, fmt.Errorf("request body: %w", err)
 	}
 	req := &anthropicRequest{body: body, top: top, messagesAt: -1, systemAt: -1}
 	for i, m := range top {
@@ -61,12 +83,10 @@ func parseAnthropic(body []byte) (*anthropicRequest, error) {
 			req.messagesAt = i
 		}
 	}
-	if req.messagesAt < 0 {
-		return nil, fmt.Errorf("request body: no messages")
+	if req.messagesAt < 0 || msgs == nil {
+		return nil, fmt.Errorf("request body: no messages list")
 	}
-	if req.rawMsgs, err = arrayElems(top[req.messagesAt].val); err != nil {
-		return nil, fmt.Errorf("messages: %w", err)
-	}
+	req.rawMsgs = msgs
 	if req.system != nil {
 		switch kindOf(req.system) {
 		case '"', '[':
@@ -77,6 +97,106 @@ func parseAnthropic(body []byte) (*anthropicRequest, error) {
 		}
 	}
 	return req, nil
+}
+
+// scanTop reads the top-level object of body: its members, the elements of "messages", and
+// where the object ends. Values that repeat k's byte for byte are matched, not scanned.
+func scanTop(body []byte, k *known) (top []member, msgs [][]byte, end int, err error) {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, nil, 0, fmt.Errorf("%w: want an object", errJSON)
+	}
+	top = make([]member, 0, 16)
+	i = skipSpace(body, i+1)
+	if i < len(body) && body[i] == '}' {
+		return top, nil, i + 1, nil
+	}
+	for {
+		i = skipSpace(body, i)
+		if i >= len(body) || body[i] != '"' {
+			return nil, nil, 0, fmt.Errorf("%w: want a key at %d", errJSON, i)
+		}
+		ks := i
+		ke, err := skipString(body, i)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		i = skipSpace(body, ke)
+		if i >= len(body) || body[i] != ':' {
+			return nil, nil, 0, fmt.Errorf("%w: want ':' at %d", errJSON, i)
+		}
+		key := decodeKey(body[ks:ke])
+		vs := skipSpace(body, i+1)
+		var ve int
+		switch {
+		case key == "messages" && vs < len(body) && body[vs] == '[':
+			var hint [][]byte
+			if k != nil {
+				hint = k.msgs
+			}
+			msgs, ve, err = scanArray(body, vs, hint)
+		case k != nil && repeats(body, vs, k.top[key]):
+			ve = vs + len(k.top[key])
+		default:
+			ve, err = skipValueDepth(body, vs, 1)
+		}
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		top = append(top, member{key: key, val: body[vs:ve], vs: vs, start: ks, end: ve})
+		i = skipSpace(body, ve)
+		if i < len(body) && body[i] == ',' {
+			i++
+			continue
+		}
+		if i < len(body) && body[i] == '}' {
+			return top, msgs, i + 1, nil
+		}
+		return nil, nil, 0, fmt.Errorf("%w: want ',' or '}' at %d", errJSON, i)
+	}
+}
+
+// repeats reports whether body holds the complete value v at vs: the bytes match and what
+// follows is a delimiter, not more of a longer value.
+func repeats(body []byte, vs int, v []byte) bool {
+	if len(v) == 0 || !bytes.HasPrefix(body[vs:], v) {
+		return false
+	}
+	j := skipSpace(body, vs+len(v))
+	return j < len(body) && (body[j] == ',' || body[j] == '}' || body[j] == ']')
+}
+
+// scanArray reads the array at body[vs] and returns its elements and end; leading elements
+// that repeat hint byte for byte (in order) are matched instead of scanned.
+func scanArray(body []byte, vs int, hint [][]byte) ([][]byte, int, error) {
+	out := make([][]byte, 0, len(hint)+4)
+	i := skipSpace(body, vs+1)
+	if i < len(body) && body[i] == ']' {
+		return out, i + 1, nil
+	}
+	for n := 0; ; n++ {
+		s := skipSpace(body, i)
+		var e int
+		if n < len(hint) && repeats(body, s, hint[n]) {
+			e = s + len(hint[n])
+		} else {
+			var err error
+			if e, err = skipValueDepth(body, s, 2); err != nil {
+				return nil, 0, err
+			}
+			hint = nil // past the first difference nothing is assumed
+		}
+		out = append(out, body[s:e])
+		i = skipSpace(body, e)
+		if i < len(body) && body[i] == ',' {
+			i++
+			continue
+		}
+		if i < len(body) && body[i] == ']' {
+			return out, i + 1, nil
+		}
+		return nil, 0, fmt.Errorf("%w: want ',' or ']' at %d", errJSON, i)
+	}
 }
 
 // block is one content block of a message.

@@ -71,3 +71,54 @@ func TestAppendJSONStringMatchesJSONStringify(t *testing.T) {
 		}
 	}
 }
+
+// The fast path must read a body exactly as a full scan does, whatever the previous
+// request was: same members, same message spans, and the same errors.
+func TestParseWithKnownPrefixMatchesAFullScan(t *testing.T) {
+	prev := []byte(`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c","x":1}],"system":"s","tools":[1,2]}`)
+	pr, err := parseAnthropic(prev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]*message, len(pr.rawMsgs))
+	for i, raw := range pr.rawMsgs {
+		msgs[i] = &message{raw: raw}
+	}
+	k := remember(pr, msgs)
+	bodies := []string{
+		string(prev),
+		`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"},{"role":"assistant","content":"d"}],"system":"s","tools":[1,2]}`,
+		`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"bb"},{"role":"user","content":"c","x":1}],"system":"s","tools":[1,2,3]}`,
+		`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}],"system":"s","tools":[1,2]}`,
+		`{"model":"m","messages":[{"role":"user","content":"a"} ,{"role":"assistant","content":"b"}],"system":"s","tools":[1,2] }`,
+		`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c","x":1}],"system":"s","tools":[1,2]} x`,
+		`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c","x":1}],"system":"s","tools":[1,2]`,
+		`{"model":"m","messages":[{"role":"user","content":"a"}{"role":"assistant","content":"b"}],"system":"s"}`,
+		`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c","x":1}],"system":"s","tools":[1,2]]`,
+	}
+	for _, b := range bodies {
+		slow, serr := parseAnthropic([]byte(b), nil)
+		fast, ferr := parseAnthropic([]byte(b), k)
+		if (serr == nil) != (ferr == nil) {
+			t.Errorf("%s: full scan err %v, fast path err %v", b, serr, ferr)
+			continue
+		}
+		if serr != nil {
+			continue
+		}
+		if len(slow.rawMsgs) != len(fast.rawMsgs) || len(slow.top) != len(fast.top) {
+			t.Errorf("%s: shapes differ", b)
+			continue
+		}
+		for i := range slow.rawMsgs {
+			if string(slow.rawMsgs[i]) != string(fast.rawMsgs[i]) {
+				t.Errorf("%s: message %d differs", b, i)
+			}
+		}
+		for i := range slow.top {
+			if slow.top[i].key != fast.top[i].key || string(slow.top[i].val) != string(fast.top[i].val) || slow.top[i].vs != fast.top[i].vs {
+				t.Errorf("%s: member %d differs", b, i)
+			}
+		}
+	}
+}

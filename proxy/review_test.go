@@ -234,7 +234,7 @@ func TestReviewEstimateCountsTheCharactersItForwards(t *testing.T) {
 	// The reply before the cut turn is kept and, on a binding model, loses its thinking.
 	raws := []string{u("task"), a("r1"), u("q2"), atLong("t1"), ur("t1"), atLong("t2"), ur("t2"), replyLong, u("q3")}
 	body := reviewBody("claude-opus-5-5", "", raws...)
-	req, err := parseAnthropic(body)
+	req, err := parseAnthropic(body, nil)
 	must(t, err)
 	msgs := buildMsgs(t, raws...)
 	plan := planTrim(msgs, noPlan(firstRealUser(msgs)), func(cutPlan) bool { return false }, true)

@@ -36,26 +36,40 @@ func (p *Proxy) rewrite(h http.Header, body []byte) (*rewritten, *session, error
 // sees: api-rules §2.2 runs the same thinking prefix check), and out receives the session
 // as soon as it is known, so a panic later can still be recorded against it.
 func (p *Proxy) rewriteFor(h http.Header, body []byte, dry bool, out **session) (*rewritten, error) {
-	req, err := parseAnthropic(body)
+	// Claude Code names its session in a header, so the session (and what its previous
+	// request looked like) is usually known before the body is parsed.
+	var sess *session
+	sid := headerSessionID(h)
+	var prev *known
+	if sid != "" {
+		var err error
+		if sess, err = p.lockedSession(sid); err != nil {
+			return nil, newFault("state", err)
+		}
+		defer sess.mu.Unlock()
+		*out = sess
+		prev = sess.last
+	}
+	req, err := parseAnthropic(body, prev)
 	if err != nil {
 		return nil, newFault("parse", err)
 	}
 	bpCount, bpAt := breakpoints(req)
-	sid := sessionID(h, req)
-	if sid == "" {
-		tmp := &session{threads: map[string][]*message{}}
-		msgs, _, err := p.buildMessages(tmp, req)
-		if err != nil {
-			return nil, newFault("parse", err)
+	if sess == nil {
+		if sid = sessionID(h, req); sid == "" {
+			tmp := &session{threads: map[string][]*message{}}
+			msgs, _, err := p.buildMessages(tmp, req)
+			if err != nil {
+				return nil, newFault("parse", err)
+			}
+			sid = fallbackSessionID(req, msgs)
 		}
-		sid = fallbackSessionID(req, msgs)
+		if sess, err = p.lockedSession(sid); err != nil {
+			return nil, newFault("state", err)
+		}
+		defer sess.mu.Unlock()
+		*out = sess
 	}
-	sess, err := p.lockedSession(sid)
-	if err != nil {
-		return nil, newFault("state", err)
-	}
-	defer sess.mu.Unlock()
-	*out = sess
 
 	msgs, thread, err := p.buildMessages(sess, req)
 	if err != nil {
@@ -118,6 +132,7 @@ func (p *Proxy) rewriteFor(h http.Header, body []byte, dry bool, out **session) 
 	if !dry {
 		p.storeRows(sid, thread, msgs, plan, now)
 		sess.keepThread(thread, msgs)
+		sess.last = remember(req, msgs)
 		sess.used = now
 	}
 	return &rewritten{body: v.body, sess: sess, thread: thread, model: req.model, chars: v.chars,

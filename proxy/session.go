@@ -20,6 +20,7 @@ type session struct {
 	sid     string
 	state   trimState
 	threads map[string][]*message
+	last    *known // the previous request of any thread, for the parse fast path
 	used    time.Time
 	// dirty: state has usage samples not yet in .trim.json; saved: when it was last written.
 	dirty bool
@@ -130,10 +131,8 @@ func (p *Proxy) rowsFor(m *message, prev string, names map[string]string) error 
 // sessionID picks the session id by the contract's five sources (contract: Session id),
 // each sanitized; it returns "" when none yields one.
 func sessionID(h interface{ Get(string) string }, req *anthropicRequest) string {
-	for _, name := range []string{"X-Smarter-Compact-Session-Id", "X-Claude-Code-Session-Id"} {
-		if sid, ok := store.SanitizeSID(h.Get(name)); ok {
-			return sid
-		}
+	if sid := headerSessionID(h); sid != "" {
+		return sid
 	}
 	if sid := metadataSessionID(req.metadata); sid != "" {
 		return sid
@@ -142,6 +141,17 @@ func sessionID(h interface{ Get(string) string }, req *anthropicRequest) string 
 		return sid
 	}
 	for _, name := range []string{"Session_id", "X-Session-Id", "Conversation_id"} {
+		if sid, ok := store.SanitizeSID(h.Get(name)); ok {
+			return sid
+		}
+	}
+	return ""
+}
+
+// headerSessionID is the session id from the first two sources: our header, then Claude
+// Code's.
+func headerSessionID(h interface{ Get(string) string }) string {
+	for _, name := range []string{"X-Smarter-Compact-Session-Id", "X-Claude-Code-Session-Id"} {
 		if sid, ok := store.SanitizeSID(h.Get(name)); ok {
 			return sid
 		}

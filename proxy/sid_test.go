@@ -31,7 +31,7 @@ func TestSessionIDSources(t *testing.T) {
 			for k, v := range tc.headers {
 				h.Set(k, v)
 			}
-			req, err := parseAnthropic([]byte(tc.body))
+			req, err := parseAnthropic([]byte(tc.body), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -255,28 +255,8 @@ func arrayElems(raw []byte) ([][]byte, error) {
 	if i >= len(raw) || raw[i] != '[' {
 		return nil, fmt.Errorf("%w: want array", errJSON)
 	}
-	var out [][]byte
-	i = skipSpace(raw, i+1)
-	if i < len(raw) && raw[i] == ']' {
-		return out, nil
-	}
-	for {
-		s := skipSpace(raw, i)
-		e, err := skipValueDepth(raw, s, 1)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, raw[s:e])
-		i = skipSpace(raw, e)
-		if i < len(raw) && raw[i] == ',' {
-			i++
-			continue
-		}
-		if i < len(raw) && raw[i] == ']' {
-			return out, nil
-		}
-		return nil, fmt.Errorf("%w: want ',' or ']'", errJSON)
-	}
+	elems, _, err := scanArray(raw, i, nil)
+	return elems, err
 }
 
 // decodeString decodes a raw JSON string token. The common case (no escapes, valid UTF-8)

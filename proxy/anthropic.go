@@ -35,10 +35,16 @@ type known struct {
 
 // remember records req as the known shape for the next request of its session. Top-level
 // values are copied (the body is not kept); the messages are those the thread cache holds.
-func remember(req *anthropicRequest, msgs []*message) *known {
+// prev (may be nil) lends its copies of values that did not change.
+func remember(req *anthropicRequest, msgs []*message, prev *known) *known {
 	k := &known{top: make(map[string][]byte, len(req.top)), msgs: make([][]byte, len(msgs))}
 	for _, m := range req.top {
-		if m.key != "messages" {
+		if m.key == "messages" {
+			continue
+		}
+		if prev != nil && bytes.Equal(prev.top[m.key], m.val) {
+			k.top[m.key] = prev.top[m.key]
+		} else {
 			k.top[m.key] = bytes.Clone(m.val)
 		}
 	}
@@ -129,7 +135,10 @@ func scanTop(body []byte, k *known) (top []member, msgs [][]byte, end int, err e
 		vs := skipSpace(body, i+1)
 		var ve int
 		switch {
-		case key == "messages" && vs < len(body) && body[vs] == '[':
+		case key == "messages" && (vs >= len(body) || body[vs] != '['):
+			msgs = nil // the last "messages" member must be the list
+			ve, err = skipValueDepth(body, vs, 1)
+		case key == "messages":
 			var hint [][]byte
 			if k != nil {
 				hint = k.msgs

@@ -84,7 +84,7 @@ func TestParseWithKnownPrefixMatchesAFullScan(t *testing.T) {
 	for i, raw := range pr.rawMsgs {
 		msgs[i] = &message{raw: raw}
 	}
-	k := remember(pr, msgs)
+	k := remember(pr, msgs, nil)
 	bodies := []string{
 		string(prev),
 		`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"},{"role":"assistant","content":"d"}],"system":"s","tools":[1,2]}`,

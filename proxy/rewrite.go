@@ -76,7 +76,13 @@ func (p *Proxy) rewriteFor(h http.Header, body []byte, dry bool, out **session) 
 		return nil, newFault("parse", err)
 	}
 	now := p.now()
-	ts := sess.state.thread(thread)
+	ts := sess.state.Threads[thread]
+	if ts == nil {
+		ts = &threadState{}
+		if !dry { // a count_tokens call must leave no trace in the saved state
+			sess.state.Threads[thread] = ts
+		}
+	}
 	plan := resolvePlan(ts, msgs)
 	block := ts.Block
 	if !plan.active() {
@@ -132,7 +138,7 @@ func (p *Proxy) rewriteFor(h http.Header, body []byte, dry bool, out **session) 
 	if !dry {
 		p.storeRows(sid, thread, msgs, plan, now)
 		sess.keepThread(thread, msgs)
-		sess.last = remember(req, msgs)
+		sess.last = remember(req, msgs, sess.last)
 		sess.used = now
 	}
 	return &rewritten{body: v.body, sess: sess, thread: thread, model: req.model, chars: v.chars,

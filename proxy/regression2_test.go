@@ -1,8 +1,8 @@
 package proxy
 
-// Second review (parse fast path, dry count_tokens, session lock before parse). Tests
-// named TestReview2… demonstrate a finding and FAIL until it is fixed; the fuzz target is a
-// property check that passes.
+// Regression tests from a second review (parse fast path, dry count_tokens, session lock
+// before parse): each TestReview2… reproduced a finding before its fix; the fuzz target
+// checks that the fast path parses exactly as a full scan.
 
 import (
 	"bytes"

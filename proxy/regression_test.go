@@ -1,8 +1,7 @@
 package proxy
 
-// Review findings (senior review of proxy/). Each test here demonstrates one bug or
-// contract deviation and is expected to FAIL until the bug is fixed. See the report that
-// accompanies this file for the reasoning, references and suggested fixes.
+// Regression tests from a review of proxy/: each one reproduced a bug or contract deviation
+// before its fix (R1…R11 below say which) and now guards against its return.
 
 import (
 	"bytes"

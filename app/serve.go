@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -89,7 +90,8 @@ func serve(ctx context.Context, args []string, sys system) error {
 		configName = "none (defaults)"
 	}
 	log.Info("smarter-compact serving", "version", version, "addr", "http://"+ln.Addr().String(),
-		"store", root.Dir(), "config", configName, "agents", toggles.String())
+		"store", root.Dir(), "config", configName, "agents", toggles.String(),
+		"upstream_anthropic", upstreamHost(cfg.Proxy.Upstreams["anthropic"]))
 	var wg sync.WaitGroup
 	defer wg.Wait() // before root.Close
 	bg, stopBG := context.WithCancel(ctx)
@@ -152,4 +154,14 @@ func sweep(root *store.Root, ttlDays int, log *slog.Logger) {
 		log.Info("retention sweep", "ttl_days", ttlDays, "sessions_deleted", len(rep.SessionsDeleted),
 			"blobs_deleted", rep.BlobsDeleted, "blob_pass_skipped", rep.BlobPassSkipped)
 	}
+}
+
+// upstreamHost is an upstream URL without user info, path or query: enough to see where
+// traffic goes, nothing that could carry a credential.
+func upstreamHost(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(invalid)"
+	}
+	return u.Scheme + "://" + u.Host
 }

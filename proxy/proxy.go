@@ -89,7 +89,6 @@ func New(settings Settings, toggles Toggles, root *store.Root, log *slog.Logger)
 		FlushInterval:  -1,
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamError,
-		ErrorLog:       nil,
 	}
 	return p
 }

@@ -5,6 +5,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -204,7 +205,7 @@ func TestReviewCountTokensOnABindingModelIsNotRejected(t *testing.T) {
 	for _, k := range []string{"metadata", "max_tokens", "stream"} {
 		delete(doc, k)
 	}
-	body, err := jsonMarshal(doc)
+	body, err := json.Marshal(doc)
 	must(t, err)
 	status := post(t, r.srv.URL+"/claude-code/v1/messages/count_tokens?beta=true", body, map[string]string{
 		"X-Claude-Code-Session-Id": "count",

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -332,7 +333,7 @@ func (p *Proxy) evictLocked() {
 }
 
 func (s *session) stateJSON() []byte {
-	b, _ := jsonMarshal(s.state)
+	b, _ := json.Marshal(s.state)
 	return b
 }
 

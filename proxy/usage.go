@@ -12,8 +12,6 @@ import (
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
-
 type tapKey struct{}
 
 // usage is what the provider reported for one call (api-rules §7). nil: not reported.

@@ -8,8 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/smarter-compact/smarter-compact/mcp"
+	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // version is the release, set at link time by `make build`
@@ -24,6 +28,7 @@ Usage:
 
 Commands:
   serve     run the proxy on 127.0.0.1 (port 4100 unless configured)
+  mcp       serve the recall tools (smart_compact_*) over stdio, for agents to launch
   version   print the version
   help      print this help
 
@@ -33,11 +38,13 @@ Run 'smarter-compact <command> -h' for a command's flags.
 // system is what a command takes from the process; tests pass their own, so they can run
 // in parallel without touching the real environment or home directory.
 type system struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	log            *slog.Logger
 	getenv         func(string) string
 	home           string // os.UserHomeDir; "" when unknown
 	configDir      string // os.UserConfigDir; "" when unknown
+	workdir        string // os.Getwd; "" when unknown
 	goos           string
 }
 
@@ -48,13 +55,16 @@ func Main(ctx context.Context, args []string) error {
 	slog.SetDefault(log)
 	home, _ := os.UserHomeDir()
 	configDir, _ := os.UserConfigDir()
+	workdir, _ := os.Getwd()
 	return run(ctx, args, system{
+		stdin:     os.Stdin,
 		stdout:    os.Stdout,
 		stderr:    os.Stderr,
 		log:       log,
 		getenv:    os.Getenv,
 		home:      home,
 		configDir: configDir,
+		workdir:   workdir,
 		goos:      runtime.GOOS,
 	})
 }
@@ -87,6 +97,8 @@ func run(ctx context.Context, args []string, sys system) error {
 	switch cmd {
 	case "serve":
 		return serve(ctx, rest, sys)
+	case "mcp":
+		return mcpStdio(ctx, rest, sys)
 	case "version":
 		if len(rest) > 0 {
 			return usageError{"version takes no arguments"}
@@ -117,4 +129,39 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 		return usageError{fmt.Sprintf("%s: unexpected argument %q: run 'smarter-compact %s -h'", fs.Name(), strings.Join(fs.Args(), " "), fs.Name())}
 	}
 	return nil
+}
+
+// mcpStdio is the `mcp` command (DESIGN.md §2): the recall tools over stdin and stdout,
+// reading the context store directly, so it works while serve is down. stdout carries
+// JSON-RPC only; logs go to stderr. It returns nil when stdin ends.
+func mcpStdio(ctx context.Context, args []string, sys system) error {
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	if err := parseFlags(fs, args, sys.stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	root, err := openStore(sys)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	srv := mcp.New(root, mcp.Options{Workspace: sys.workdir, Log: sys.log, Version: version})
+	sys.log.Debug("mcp: serving stdio", "store", root.Dir(), "workspace", sys.workdir)
+	return srv.ServeStdio(ctx, sys.stdin, sys.stdout)
+}
+
+// openStore opens the context root the way serve and mcp share: store.Dir, which must be
+// absolute. It creates the root's folders when missing but no session database.
+func openStore(sys system) (*store.Root, error) {
+	dir := store.Dir(sys.getenv, sys.home, sys.goos, sys.getenv("LOCALAPPDATA"))
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("context store directory %q is not an absolute path: set SMARTER_COMPACT_STATE_DIR to one (is HOME set?)", dir)
+	}
+	root, err := store.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open context store: %w", err)
+	}
+	return root, nil
 }

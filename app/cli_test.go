@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +71,8 @@ func TestRunCommandLine(t *testing.T) {
 		{name: "serve argument", args: []string{"serve", "now"}, wantCode: 2, wantErr: `unexpected argument "now"`},
 		{name: "serve port out of range", args: []string{"serve", "--port", "70000"}, wantCode: 2, wantErr: "1 to 65535"},
 		{name: "serve port not a number", args: []string{"serve", "--port", "http"}, wantCode: 2, wantErr: "-port"},
+		{name: "mcp -h", args: []string{"mcp", "-h"}, wantStdout: "Usage: smarter-compact mcp"},
+		{name: "mcp argument", args: []string{"mcp", "now"}, wantCode: 2, wantErr: `mcp: unexpected argument "now"`},
 		{name: "serve missing explicit config", args: []string{"serve", "--config", "/nonexistent/smarter-compact.toml"}, wantCode: 1, wantErr: "/nonexistent/smarter-compact.toml"},
 	}
 	for _, tt := range tests {
@@ -134,5 +137,29 @@ func TestConfigFileInUserConfigDir(t *testing.T) {
 	err := run(t.Context(), []string{"serve", "--no-tray"}, sys)
 	if err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("err = %v, want the error from %s", err, path)
+	}
+}
+
+// TestMCPCommand runs `mcp` over a stdin that ends after two requests: stdout holds their two
+// JSON-RPC answers and nothing else, and the command returns nil at EOF.
+func TestMCPCommand(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	sys, stdout, stderr := testSystem(t, env{"SMARTER_COMPACT_STATE_DIR": state})
+	sys.workdir = t.TempDir()
+	sys.stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+`)
+	if err := run(t.Context(), []string{"mcp"}, sys); err != nil {
+		t.Fatalf("mcp: %v (stderr %s)", err, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	slices.Sort(lines) // requests are answered concurrently
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], `{"jsonrpc":"2.0","id":1,"result":`) ||
+		!strings.HasPrefix(lines[1], `{"jsonrpc":"2.0","id":2,"result":`) || !strings.Contains(lines[1], "smart_compact_search") {
+		t.Errorf("stdout:\n%s\nwant the answers to initialize and tools/list only", stdout)
+	}
+	if _, err := os.Stat(filepath.Join(state, "context", "sessions")); err != nil {
+		t.Errorf("the context root was not opened: %v", err)
 	}
 }

@@ -12,12 +12,13 @@ import (
 )
 
 // routes is the route table of the one loopback listener (DESIGN.md §5). models serves the
-// model-API routes (the proxy). Nothing here wraps the ResponseWriter, so Flush and Unwrap
-// reach the proxy's SSE streams untouched.
-func routes(port int, models http.Handler, log *slog.Logger) http.Handler {
+// model-API routes (the proxy), recall the MCP tools over streamable HTTP. Nothing here wraps
+// the ResponseWriter, so Flush and Unwrap reach the proxy's SSE streams untouched.
+func routes(port int, models, recall http.Handler, log *slog.Logger) http.Handler {
 	r := chi.NewRouter()
 	r.Use(checkHost(port, log))
 	r.Get("/healthz", healthz)
+	r.With(refuseBrowsers).Handle("/mcp", recall)
 	r.Group(func(r chi.Router) {
 		r.Use(refuseBrowsers)
 		r.Handle("/claude-code/*", models)
@@ -69,16 +70,16 @@ func loopbackHost(hostport, port string) bool {
 	return false
 }
 
-// refuseBrowsers refuses browser requests on the model-API routes: agents never send an
-// Origin header or a Sec-Fetch-Site other than "none"; web pages do (DESIGN.md §5). Without
-// this, a page the user visits could write into the context store or send requests upstream
-// through the proxy.
+// refuseBrowsers refuses browser requests on the model-API and MCP routes: agents never send
+// an Origin header or a Sec-Fetch-Site other than "none"; web pages do (DESIGN.md §5).
+// Without this, a page the user visits could write into the context store, send requests
+// upstream through the proxy, or call the recall tools.
 func refuseBrowsers(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		site, hasSite := r.Header["Sec-Fetch-Site"]
 		_, hasOrigin := r.Header["Origin"]
 		if hasOrigin || (hasSite && !(len(site) == 1 && site[0] == "none")) {
-			http.Error(w, "smarter-compact: browser requests are refused on model-API routes: point a coding agent here, not a web page", http.StatusForbidden)
+			http.Error(w, "smarter-compact: browser requests are refused on model-API and MCP routes: point a coding agent here, not a web page", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -26,7 +26,10 @@ func stubModels(t *testing.T) http.Handler {
 
 func serveRoute(t *testing.T, port int, req *http.Request) *httptest.ResponseRecorder {
 	t.Helper()
-	h := routes(port, stubModels(t), slog.New(slog.DiscardHandler))
+	recall := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "mcp "+r.Method)
+	})
+	h := routes(port, stubModels(t), recall, slog.New(slog.DiscardHandler))
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	return w
@@ -47,6 +50,10 @@ func TestRoutesTable(t *testing.T) {
 		{"POST", "/v1/chat/completions", 200, "models /v1/chat/completions"},
 		{"GET", "/v1/models", 200, "models /v1/models"},
 		{"POST", "/backend-api/codex/responses", 200, "models /backend-api/codex/responses"},
+		{"POST", "/mcp", 200, "mcp POST"},
+		{"GET", "/mcp", 200, "mcp GET"},
+		{"DELETE", "/mcp", 200, "mcp DELETE"},
+		{"POST", "/mcp/x", 404, ""},
 		{"GET", "/", 404, ""},
 		{"POST", "/v2/messages", 404, ""},
 		{"POST", "/backend-api/other", 404, ""},
@@ -92,7 +99,7 @@ func TestRoutesHostCheck(t *testing.T) {
 		{"", 4100, false},
 	}
 	for _, tt := range tests {
-		for _, path := range []string{"/healthz", "/claude-code/v1/messages", "/nowhere"} {
+		for _, path := range []string{"/healthz", "/claude-code/v1/messages", "/mcp", "/nowhere"} {
 			t.Run(tt.host+path, func(t *testing.T) {
 				t.Parallel()
 				req := httptest.NewRequest("GET", path, nil)
@@ -125,6 +132,8 @@ func TestRoutesRefuseBrowsers(t *testing.T) {
 		{"Origin", "/opencode/anthropic/v1/messages", http.Header{"Origin": {"https://evil.example"}}, 403},
 		{"Origin null", "/backend-api/codex/responses", http.Header{"Origin": {"null"}}, 403},
 		{"Origin with none", "/v1/responses", http.Header{"Origin": {"http://127.0.0.1:4100"}, "Sec-Fetch-Site": {"none"}}, 403},
+		{"agent on mcp", "/mcp", nil, 200},
+		{"browser on mcp", "/mcp", http.Header{"Origin": {"https://evil.example"}}, 403},
 		{"healthz answers browsers", "/healthz", http.Header{"Origin": {"https://evil.example"}, "Sec-Fetch-Site": {"cross-site"}}, 200},
 	}
 	for _, tt := range tests {

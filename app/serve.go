@@ -9,11 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/mcp"
 	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/store"
 )
@@ -22,8 +22,9 @@ import (
 // streams included) to finish before it closes them.
 const shutdownGrace = 10 * time.Second
 
-// serve is the service (DESIGN.md §2): the proxy on one loopback listener, with the
-// retention sweep at start. It returns nil once ctx is cancelled and the server has shut down.
+// serve is the service (DESIGN.md §2): the proxy and the MCP tools (/mcp) on one loopback
+// listener, with the retention sweep at start. It returns nil once ctx is cancelled and the
+// server has shut down.
 func serve(ctx context.Context, args []string, sys system) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	configFlag := fs.String("config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
@@ -66,20 +67,17 @@ func serve(ctx context.Context, args []string, sys system) error {
 		return err
 	}
 	defer ln.Close()
-	dir := store.Dir(sys.getenv, sys.home, sys.goos, sys.getenv("LOCALAPPDATA"))
-	if !filepath.IsAbs(dir) {
-		return fmt.Errorf("context store directory %q is not an absolute path: set SMARTER_COMPACT_STATE_DIR to one (is HOME set?)", dir)
-	}
-	root, err := store.Open(dir)
+	root, err := openStore(sys)
 	if err != nil {
-		return fmt.Errorf("open context store: %w", err)
+		return err
 	}
 	defer root.Close()
 	toggles := newToggles(cfg.Agents)
 	px := proxy.New(cfg.Proxy, toggles, root, log)
 	defer px.Close() // after the server drained, before root.Close
+	recall := mcp.New(root, mcp.Options{Workspace: sys.workdir, Log: log, Version: version})
 	srv := &http.Server{
-		Handler:           routes(cfg.Port, px, log),
+		Handler:           routes(cfg.Port, px, recall.Handler(), log),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

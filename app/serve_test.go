@@ -62,6 +62,19 @@ func TestServe(t *testing.T) {
 			t.Errorf("status %d (%q), want 403", code, body)
 		}
 	})
+	t.Run("mcp answers initialize", func(t *testing.T) {
+		req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if code, body := do(t, req); code != http.StatusOK || !strings.Contains(body, `"name":"smarter-compact"`) {
+			t.Errorf("status %d, body %q; want the server's initialize result", code, body)
+		}
+		req, _ = http.NewRequest("POST", base+"/mcp", strings.NewReader(`{}`))
+		req.Host = "rebind.example:" + strconv.Itoa(port)
+		if code, body := do(t, req); code != http.StatusForbidden {
+			t.Errorf("foreign Host on /mcp: status %d (%q), want 403", code, body)
+		}
+	})
 	t.Run("model route reaches the upstream", func(t *testing.T) {
 		req, _ := http.NewRequest("GET", base+"/claude-code/v1/models", nil)
 		req.Header.Set("X-Api-Key", "sk-ant-test-secret")

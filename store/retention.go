@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -193,19 +192,10 @@ func (r *Root) deleteSession(sid string, files []string) error {
 // blobRefs adds the blob ids a session database references to refs, reading it read-only.
 // A version 0 database (created, schema not yet committed) has none.
 //
-// The read must not make the session look used: a read-only connection to a WAL database
-// creates -wal and -shm when they are missing and writes to -shm, and those mtimes count for
-// retention. Without a -wal (the last writer closed cleanly and SQLite checkpointed) the file
-// is read with immutable=1, which creates nothing; with one, -shm gets its mtime back when the
-// -wal shows no writer activity during the read.
+// The read must not make the session look used: openSnapshot opens it without creating
+// files and puts back the -shm mtime the read changed.
 func blobRefs(path string, refs map[string]bool) (err error) {
-	params := "mode=ro&_busy_timeout=1000"
-	walBefore, walErr := os.Stat(path + "-wal")
-	shmBefore, _ := os.Stat(path + "-shm")
-	if walErr != nil {
-		params = "mode=ro&immutable=1"
-	}
-	db, err := sql.Open("sqlite3", sqliteURI(path, params))
+	db, restore, err := openSnapshot(path, "sqlite3")
 	if err != nil {
 		return err
 	}
@@ -213,15 +203,7 @@ func blobRefs(path string, refs map[string]bool) (err error) {
 		if cerr := db.Close(); err == nil {
 			err = cerr
 		}
-		if walBefore == nil || shmBefore == nil {
-			return
-		}
-		walAfter, werr := os.Stat(path + "-wal")
-		shmAfter, serr := os.Stat(path + "-shm")
-		if werr == nil && serr == nil && walAfter.Size() == walBefore.Size() && walAfter.ModTime().Equal(walBefore.ModTime()) &&
-			!shmAfter.ModTime().Equal(shmBefore.ModTime()) {
-			_ = os.Chtimes(path+"-shm", shmBefore.ModTime(), shmBefore.ModTime())
-		}
+		restore()
 	}()
 	ctx := context.Background()
 	var v int

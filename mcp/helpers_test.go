@@ -1,0 +1,223 @@
+package mcp
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// fixedNow is the clock tests give the server, so tool-calls.jsonl lines are predictable.
+var fixedNow = time.Date(2026, 10, 29, 17, 0, 0, 0, time.UTC)
+
+// rig is a context root with a writer (standing in for the proxy), a git workspace and an
+// MCP server over a second, independent Root on the same directory (as `smarter-compact mcp`
+// opens it in its own process).
+type rig struct {
+	dir       string // the context root
+	writer    *store.Root
+	repo      string // git root of the workspace
+	workspace string // repo/sub: the server's cwd
+	srv       *Server
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	base := t.TempDir()
+	r := &rig{dir: filepath.Join(base, "context"), repo: filepath.Join(base, "repo")}
+	r.workspace = filepath.Join(r.repo, "sub", "dir")
+	for _, d := range []string{filepath.Join(r.repo, ".git"), r.workspace} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	if r.writer, err = store.Open(r.dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.writer.Close() })
+	reader, err := store.Open(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reader.Close() })
+	r.srv = New(reader, Options{Workspace: r.workspace, Now: func() time.Time { return fixedNow }, Version: "test"})
+	return r
+}
+
+// register writes sessions/<sid>.json with cwd, registered at the given minute of fixedNow's
+// hour (later minute = newer session).
+func (r *rig) register(t *testing.T, sid, cwd string, minute int) {
+	t.Helper()
+	at := fixedNow.Add(time.Duration(minute) * time.Minute).Format("2006-01-02T15:04:05Z")
+	if err := r.writer.Register(store.Registration{SessionID: sid, Agent: "claude-code", Cwd: cwd, RegisteredAt: at}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// row is one message for writeSession: role, kind, name, text, and whether it is trimmed.
+type row struct {
+	role, kind, name, text string
+	trimmed                bool
+	blob                   bool // store text as a blob and set blob_id
+}
+
+// writeSession stores rows as one thread of sessions/<sid>.db through the writer.
+func (r *rig) writeSession(t *testing.T, sid string, rows ...row) {
+	t.Helper()
+	db, err := r.writer.Session(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []store.RowWrite
+	prev := ""
+	for _, x := range rows {
+		fp := store.Fingerprint(prev, x.role, x.kind, x.name, x.text)
+		thread := fp
+		if len(ws) > 0 {
+			thread = ws[0].Fingerprint
+		}
+		w := store.RowWrite{Fingerprint: fp, Thread: thread, Role: x.role, Kind: x.kind, Name: x.name, Text: x.text, InContext: !x.trimmed}
+		if x.blob {
+			if w.BlobID, err = r.writer.WriteBlob(x.text); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ws = append(ws, w)
+		prev = fp
+	}
+	if _, err := db.SyncRows(ws, fixedNow); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// standardSession is a small conversation with one secret value said by the user, echoed by
+// the assistant and read back by a tool.
+func standardSession(secret string) []row {
+	return []row{
+		{role: "user", kind: "text", text: "Remember " + secret + " for later."},
+		{role: "assistant", kind: "text", text: "Noted: " + secret + ".", trimmed: true},
+		{role: "assistant", kind: "tool_use", name: "Bash", text: `{"command":"cat notes.txt"}`, trimmed: true},
+		{role: "tool", kind: "tool_result", name: "Bash", text: "line one\n" + secret + "\nERROR disk full\nERROR disk full again", trimmed: true, blob: true},
+		{role: "user", kind: "text", text: "What was the value?"},
+	}
+}
+
+// httpClient connects mcp-go's streamable HTTP client to srv behind an httptest server.
+func httpClient(t *testing.T, srv *Server) *client.Client {
+	t.Helper()
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	c, err := client.NewStreamableHttpClient(ts.URL + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	initialize(t, c)
+	return c
+}
+
+func initialize(t *testing.T, c *client.Client) {
+	t.Helper()
+	req := mcpgo.InitializeRequest{}
+	req.Params.ClientInfo = mcpgo.Implementation{Name: "smarter-compact-test", Version: "1"}
+	if _, err := c.Initialize(t.Context(), req); err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+}
+
+// call runs one tool and returns its text and isError; a JSON-RPC error fails the test.
+func call(t *testing.T, c *client.Client, tool string, args map[string]any) (string, bool) {
+	t.Helper()
+	req := mcpgo.CallToolRequest{}
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	res, err := c.CallTool(t.Context(), req)
+	if err != nil {
+		t.Fatalf("%s %v: %v", tool, args, err)
+	}
+	var texts []string
+	for _, c := range res.Content {
+		tc, ok := c.(mcpgo.TextContent)
+		if !ok {
+			t.Fatalf("%s: content %T, want text", tool, c)
+		}
+		texts = append(texts, tc.Text)
+	}
+	if len(texts) != 1 {
+		t.Fatalf("%s: %d content items, want 1", tool, len(texts))
+	}
+	return texts[0], res.IsError
+}
+
+// callJSON runs a tool that must succeed and decodes its JSON answer into v.
+func callJSON(t *testing.T, c *client.Client, tool string, args map[string]any, v any) {
+	t.Helper()
+	text, isErr := call(t, c, tool, args)
+	if isErr {
+		t.Fatalf("%s %v: isError: %s", tool, args, text)
+	}
+	if err := json.Unmarshal([]byte(text), v); err != nil {
+		t.Fatalf("%s: answer is not JSON: %v\n%s", tool, err, text)
+	}
+}
+
+// callError runs a tool that must answer isError and returns the message.
+func callError(t *testing.T, c *client.Client, tool string, args map[string]any) string {
+	t.Helper()
+	text, isErr := call(t, c, tool, args)
+	if !isErr {
+		t.Fatalf("%s %v: want isError, got %s", tool, args, text)
+	}
+	return text
+}
+
+// needReader skips a test that needs the store's read side (Root.OpenReader, Reader.Search,
+// CheckSelect, Reader.Query) while it is still the panicking sketch; once the store
+// implements it, these tests run.
+func needReader(t *testing.T) {
+	t.Helper()
+	if msg := readerMissing(); msg != "" {
+		t.Skipf("store read side not implemented yet (%s): this test runs once it lands", msg)
+	}
+}
+
+func readerMissing() (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg = fmt.Sprint("store.CheckSelect panicked: ", r)
+		}
+	}()
+	_ = store.CheckSelect("SELECT 1")
+	return ""
+}
+
+// telemetry reads tool-calls.jsonl as decoded lines.
+func telemetry(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, telemetryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSuffix(string(b), "\n"), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("tool-calls.jsonl line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}

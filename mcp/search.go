@@ -1,0 +1,406 @@
+package mcp
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// Search limits (contract: Search).
+const (
+	maxPatternChars = 200
+	patternBudget   = time.Second // for all sessions of one call together
+	defaultLimit    = 8
+	maxLimit        = 100
+	maxContext      = 5
+)
+
+var (
+	allRoles     = []string{"user", "assistant", "tool"}
+	defaultRoles = []string{"user", "tool"}
+)
+
+func searchTool() mcpgo.Tool {
+	opts := []mcpgo.ToolOption{
+		mcpgo.WithDescription(`Search every stored message of this coding session, including turns trimmed out of your context. Give query or pattern, not both.
+query: words; a row matches when it has any of them (case-insensitive, by token: KEY-7 matches the tokens key and 7); rows with more of the words rank first.
+pattern: a Go (RE2) regular expression of at most 200 characters, for exact values, e.g. {"pattern": "KEY-7 = 0x[0-9a-f]+"} finds where KEY-7 was set; prefix (?i) to ignore case. Backreferences (\1) and lookarounds ((?=, (?!, (?<=, (?<!) are not supported.
+session_id: the id the [smarter-compact: …] pointer gave; omit it to search this workspace's recent sessions.
+role: "user", "assistant", "tool", a list of them, or "all"; default ["user","tool"] (what you were told and what tools returned, not your own replies).
+in_context: true for rows still in your context, false for trimmed rows; omit for both.
+mode: "hybrid" or "lexical"; hybrid needs vectors, which are not built yet, so the search is lexical (the response says which ran).
+context: 0-5 rows of the same thread to show before and after each hit (default 0). limit: 1-100 results (default 8).
+Returns results (session_id, seq, role, kind, name, in_context, excerpt, matched_terms, blob_ids, before, after), total_matches (matching rows), line_matches (matching lines) and sessions_searched. Read a blob in full with smart_compact_get; count or group rows with smart_compact_sql.`),
+		mcpgo.WithString("query", mcpgo.Description("Words to look for; a row matches when it contains any of them.")),
+		mcpgo.WithString("pattern", mcpgo.MaxLength(maxPatternChars), mcpgo.Description("Go (RE2) regular expression for exact text, at most 200 characters; instead of query.")),
+		mcpgo.WithString("session_id", mcpgo.Description("Session id from the [smarter-compact: …] pointer; omit to search this workspace's recent sessions.")),
+		mcpgo.WithAny("role", mcpgo.Description(`"user", "assistant", "tool", a list of them, or "all"; default ["user","tool"].`),
+			anyOf(
+				map[string]any{"type": "string", "enum": append(slices.Clone(allRoles), "all")},
+				map[string]any{"type": "array", "items": map[string]any{"type": "string", "enum": append(slices.Clone(allRoles), "all")}},
+			)),
+		mcpgo.WithBoolean("in_context", mcpgo.Description("true: rows still in your context; false: trimmed rows; omit for both.")),
+		mcpgo.WithString("mode", mcpgo.Enum("hybrid", "lexical"), mcpgo.Description(`"hybrid" (default) or "lexical"; without vectors both run lexically.`)),
+		mcpgo.WithInteger("context", mcpgo.Min(0), mcpgo.Max(maxContext), mcpgo.DefaultNumber(0), mcpgo.Description("Rows of the same thread shown before and after each hit, 0-5.")),
+		mcpgo.WithInteger("limit", mcpgo.Min(1), mcpgo.Max(maxLimit), mcpgo.DefaultNumber(defaultLimit), mcpgo.Description("Results returned, 1-100.")),
+	}
+	return mcpgo.NewTool(ToolSearch, append(opts, readOnlyHints("Search the session's stored messages")...)...)
+}
+
+func anyOf(schemas ...map[string]any) mcpgo.PropertyOption {
+	return func(m map[string]any) { m["anyOf"] = schemas }
+}
+
+// searchRequest is a validated smart_compact_search call.
+type searchRequest struct {
+	sessionID    string
+	sessionGiven bool
+	mode         string
+	opts         store.SearchOptions
+}
+
+func parseSearch(m map[string]any) (searchRequest, error) {
+	a, err := newArgs(ToolSearch, m, "query", "pattern", "session_id", "role", "in_context", "mode", "context", "limit")
+	if err != nil {
+		return searchRequest{}, err
+	}
+	var r searchRequest
+	query, hasQuery, err := a.str("query")
+	if err != nil {
+		return r, err
+	}
+	pattern, hasPattern, err := a.str("pattern")
+	if err != nil {
+		return r, err
+	}
+	query = strings.TrimSpace(query)
+	switch {
+	case hasQuery && hasPattern:
+		return r, toolErrorf("give query or pattern, not both: query finds words, pattern an exact regular expression")
+	case hasPattern:
+		re, err := compilePattern(pattern)
+		if err != nil {
+			return r, err
+		}
+		r.opts.Pattern = re
+	case hasQuery && query != "":
+		r.opts.Query = query
+	case hasQuery:
+		return r, toolErrorf("query is empty: give the words to look for, or a pattern")
+	default:
+		return r, toolErrorf("give query (words to look for) or pattern (a regular expression for exact text)")
+	}
+	if r.sessionID, r.sessionGiven, err = a.str("session_id"); err != nil {
+		return r, err
+	}
+	if r.opts.Roles, err = parseRoles(a.m["role"]); err != nil {
+		return r, err
+	}
+	if r.opts.InContext, err = a.boolean("in_context"); err != nil {
+		return r, err
+	}
+	mode, hasMode, err := a.str("mode")
+	if err != nil {
+		return r, err
+	}
+	switch {
+	case !hasMode:
+		r.mode = "hybrid"
+	case mode == "hybrid" || mode == "lexical":
+		r.mode = mode
+	default:
+		return r, toolErrorf(`mode must be "hybrid" or "lexical", not %q`, truncate(mode, 40))
+	}
+	if r.opts.Context, err = a.integer("context", 0, 0, maxContext); err != nil {
+		return r, err
+	}
+	if r.opts.Limit, err = a.integer("limit", defaultLimit, 1, maxLimit); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// compilePattern checks the contract's limits and compiles p with Go's regexp. The contract's
+// patterns are JavaScript regular expressions; the constructs RE2 lacks are refused by name
+// rather than with regexp's terser message.
+func compilePattern(p string) (*regexp.Regexp, error) {
+	if p == "" {
+		return nil, toolErrorf("pattern is empty: give a regular expression, or use query for words")
+	}
+	if n := utf8.RuneCountInString(p); n > maxPatternChars {
+		return nil, toolErrorf("pattern has %d characters; at most %d are allowed: shorten it to the distinctive part", n, maxPatternChars)
+	}
+	if c := jsOnlyConstruct(p); c != "" {
+		return nil, toolErrorf("pattern uses %s, a JavaScript regular expression construct that Go's RE2 syntax does not support: rewrite the pattern without it", c)
+	}
+	re, err := regexp.Compile(p)
+	if err != nil {
+		return nil, toolErrorf("pattern is not a valid Go (RE2) regular expression: %v", err)
+	}
+	return re, nil
+}
+
+// jsOnlyConstruct names the first backreference or lookaround in p, "" when there is none.
+func jsOnlyConstruct(p string) string {
+	inClass := false
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '\\' && i+1 < len(p):
+			n := p[i+1]
+			switch {
+			case n >= '1' && n <= '9':
+				return fmt.Sprintf(`a backreference (\%c)`, n)
+			case n == 'k' && i+2 < len(p) && p[i+2] == '<':
+				return `a named backreference (\k<name>)`
+			}
+			i++
+		case inClass:
+			if c == ']' {
+				inClass = false
+			}
+		case c == '[':
+			inClass = true
+			if i+1 < len(p) && p[i+1] == '^' {
+				i++
+			}
+			if i+1 < len(p) && p[i+1] == ']' {
+				i++ // a leading ] is a literal
+			}
+		case c == '(':
+			for _, l := range []struct{ prefix, name string }{
+				{"(?<=", "a lookbehind (?<=…)"},
+				{"(?<!", "a negative lookbehind (?<!…)"},
+				{"(?=", "a lookahead (?=…)"},
+				{"(?!", "a negative lookahead (?!…)"},
+			} {
+				if strings.HasPrefix(p[i:], l.prefix) {
+					return l.name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// parseRoles reads role: absent is user and tool; "all" (alone or in a list) is every role,
+// returned as nil (no filter).
+func parseRoles(v any) ([]string, error) {
+	var in []string
+	switch x := v.(type) {
+	case nil:
+		return slices.Clone(defaultRoles), nil
+	case string:
+		in = strings.Split(x, ",")
+	case []any:
+		if len(x) == 0 {
+			return nil, toolErrorf(`role is an empty list: give "user", "assistant", "tool", a list of them, or "all"`)
+		}
+		for _, e := range x {
+			s, ok := e.(string)
+			if !ok {
+				return nil, toolErrorf(`role list items must be strings ("user", "assistant", "tool" or "all"), not %s`, jsonType(e))
+			}
+			in = append(in, s)
+		}
+	default:
+		return nil, toolErrorf(`role must be "user", "assistant", "tool", a list of them, or "all", not %s`, jsonType(v))
+	}
+	var roles []string
+	for _, r := range in {
+		r = strings.ToLower(strings.TrimSpace(r))
+		switch {
+		case r == "all":
+			return nil, nil
+		case slices.Contains(allRoles, r):
+			if !slices.Contains(roles, r) {
+				roles = append(roles, r)
+			}
+		default:
+			return nil, toolErrorf(`role %q is not a role: give "user", "assistant", "tool", a list of them, or "all"`, truncate(r, 40))
+		}
+	}
+	return roles, nil
+}
+
+// searchResponse is the smart_compact_search answer (contract: Search).
+type searchResponse struct {
+	Results          []searchHit       `json:"results"`
+	TotalMatches     int               `json:"total_matches"`
+	LineMatches      int               `json:"line_matches"`
+	TimedOut         bool              `json:"timed_out"`
+	Mode             string            `json:"mode"`
+	ModeNote         string            `json:"mode_note,omitempty"`
+	Databases        map[string]string `json:"databases"`
+	SessionsSearched []string          `json:"sessions_searched"`
+	SessionIDNote    string            `json:"session_id_note,omitempty"`
+	Skipped          []skippedSession  `json:"skipped,omitempty"`
+}
+
+type searchHit struct {
+	SessionID    string      `json:"session_id"`
+	Seq          int64       `json:"seq"`
+	Role         string      `json:"role"`
+	Kind         string      `json:"kind"`
+	Name         string      `json:"name,omitempty"`
+	InContext    bool        `json:"in_context"`
+	Excerpt      string      `json:"excerpt"`
+	MatchedTerms *int        `json:"matched_terms,omitempty"` // query searches only
+	BlobIDs      []string    `json:"blob_ids,omitempty"`
+	Before       []neighbour `json:"before,omitempty"`
+	After        []neighbour `json:"after,omitempty"`
+
+	matched int
+	rank    float64
+}
+
+type neighbour struct {
+	Seq     int64  `json:"seq"`
+	Role    string `json:"role"`
+	Kind    string `json:"kind"`
+	Name    string `json:"name,omitempty"`
+	Excerpt string `json:"excerpt"`
+}
+
+// skippedSession is a session that resolved but could not be read (locked, newer schema,
+// out of pattern budget): the call goes on with the others.
+type skippedSession struct {
+	SessionID string `json:"session_id"`
+	Reason    string `json:"reason"`
+}
+
+func (s *Server) handleSearch(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+	rec := callRecord{Tool: ToolSearch}
+	res, err := s.search(ctx, req, &rec)
+	return s.finish(rec, res, err)
+}
+
+func (s *Server) search(ctx context.Context, req mcpgo.CallToolRequest, rec *callRecord) (*mcpgo.CallToolResult, error) {
+	sr, err := parseSearch(req.GetArguments())
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.resolve(sr.sessionID, sr.sessionGiven)
+	if err != nil {
+		return nil, err
+	}
+	out := searchResponse{
+		Results:          []searchHit{},
+		Mode:             "lexical",
+		Databases:        map[string]string{},
+		SessionsSearched: []string{},
+		SessionIDNote:    res.note,
+	}
+	if sr.mode == "hybrid" && sr.opts.Query != "" && req.GetArguments()["mode"] != nil {
+		out.ModeNote = "hybrid ranking needs vectors, which this version does not build yet: lexical ranking ran"
+	}
+	deadline := time.Now().Add(patternBudget)
+	for _, sid := range res.sids {
+		opts := sr.opts
+		if opts.Pattern != nil {
+			if opts.Budget = time.Until(deadline); opts.Budget <= 0 {
+				out.TimedOut = true
+				out.Skipped = append(out.Skipped, skippedSession{sid, "the 1 s pattern budget ran out before this session"})
+				continue
+			}
+		}
+		r, path, err := s.searchSession(ctx, sid, opts)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			out.Skipped = append(out.Skipped, skippedSession{sid, readProblem(err)})
+			continue
+		}
+		out.SessionsSearched = append(out.SessionsSearched, sid)
+		out.Databases[sid] = path
+		out.TotalMatches += r.TotalMatches
+		out.LineMatches += r.LineMatches
+		out.TimedOut = out.TimedOut || r.TimedOut
+		for _, h := range r.Hits {
+			out.Results = append(out.Results, hitJSON(sid, h, sr.opts.Pattern == nil))
+		}
+	}
+	if len(out.SessionsSearched) == 0 {
+		return nil, toolErrorf("could not read %s", describeSkipped(out.Skipped))
+	}
+	if sr.opts.Pattern == nil {
+		// Sessions were searched newest first; across them, more matched words and then a
+		// better bm25 rank first (the stable sort keeps the newer session first on ties).
+		slices.SortStableFunc(out.Results, func(a, b searchHit) int {
+			return cmp.Or(cmp.Compare(b.matched, a.matched), cmp.Compare(a.rank, b.rank))
+		})
+	}
+	if len(out.Results) > sr.opts.Limit {
+		out.Results = out.Results[:sr.opts.Limit]
+	}
+	rec.Mode = out.Mode
+	rec.Hits, rec.TotalMatches, rec.LineMatches = intp(len(out.Results)), intp(out.TotalMatches), intp(out.LineMatches)
+	rec.Sessions, rec.TimedOut = intp(len(out.SessionsSearched)), out.TimedOut
+	return jsonResult(out)
+}
+
+// searchSession runs one search on one session database, opened read-only for this call.
+func (s *Server) searchSession(ctx context.Context, sid string, opts store.SearchOptions) (store.SearchResult, string, error) {
+	rd, err := s.root.OpenReader(sid)
+	if err != nil {
+		return store.SearchResult{}, "", err
+	}
+	defer rd.Close()
+	r, err := rd.Search(ctx, opts)
+	return r, rd.Path(), err
+}
+
+func hitJSON(sid string, h store.Hit, query bool) searchHit {
+	out := searchHit{
+		SessionID: sid, Seq: h.Seq, Role: h.Role, Kind: h.Kind, Name: h.Name, InContext: h.InContext,
+		Excerpt: h.Excerpt, matched: h.MatchedTerms, rank: h.Rank,
+	}
+	if query {
+		out.MatchedTerms = intp(h.MatchedTerms)
+	}
+	if h.BlobID != "" {
+		out.BlobIDs = []string{h.BlobID}
+	}
+	for _, n := range h.Before {
+		out.Before = append(out.Before, neighbour{n.Seq, n.Role, n.Kind, n.Name, n.Excerpt})
+	}
+	for _, n := range h.After {
+		out.After = append(out.After, neighbour{n.Seq, n.Role, n.Kind, n.Name, n.Excerpt})
+	}
+	return out
+}
+
+// readProblem says why a session database could not be read, in words the model can pass on.
+func readProblem(err error) string {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, store.ErrUnsupportedSchema):
+		return "its database was written by a newer smarter-compact (newer schema); update smarter-compact to read it"
+	case errors.Is(err, store.ErrNoSchema):
+		return "its database holds nothing yet"
+	case errors.Is(err, fs.ErrNotExist):
+		return "its database no longer exists (deleted by retention?)"
+	case strings.Contains(msg, "locked") || strings.Contains(msg, "busy"):
+		return "its database is locked by another process; try again in a moment"
+	}
+	return msg
+}
+
+func describeSkipped(skipped []skippedSession) string {
+	parts := make([]string, len(skipped))
+	for i, k := range skipped {
+		parts[i] = fmt.Sprintf("session %s: %s", k.SessionID, k.Reason)
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,500 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Search defaults and limits (contract: Search).
+const (
+	DefaultSearchLimit  = 8
+	DefaultSearchBudget = time.Second
+	MaxSearchContext    = 5
+	// PatternChars is how much of a row's or line's text a pattern is tested against.
+	PatternChars = 20000
+	// ExcerptChars is the size of a hit's excerpt, NeighbourChars that of a neighbour's (its
+	// head), in characters, "…" marks not counted.
+	ExcerptChars   = 600
+	NeighbourChars = 300
+)
+
+// budgetEvery is how many scanned rows pass between two looks at the pattern budget.
+const budgetEvery = 32
+
+// SearchOptions is one smart_compact_search over one session (contract: Search). Exactly one
+// of Query and Pattern is set.
+type SearchOptions struct {
+	Query     string         // words; each becomes an FTS5 string; any-word match; "" when Pattern is set
+	Pattern   *regexp.Regexp // tested against each row's and line's first 20,000 characters
+	Roles     []string       // user, assistant, tool; empty = all
+	InContext *bool          // nil = both
+	Context   int            // 0–5 neighbouring rows of the same thread before and after each hit (clamped)
+	Limit     int            // hits returned; 0 = DefaultSearchLimit, negative = none (counts only)
+	Budget    time.Duration  // pattern budget; 0 = DefaultSearchBudget
+}
+
+// Hit is one matching row.
+type Hit struct {
+	Seq          int64
+	Thread       string
+	Role, Kind   string
+	Name         string
+	InContext    bool
+	Excerpt      string // a window of the row text around the first match, at most ~600 characters
+	MatchedTerms int    // distinct query words the row contains (0 for pattern searches)
+	BlobID       string
+	Rank         float64 // lower is better: bm25 for queries, -seq for patterns
+	Before       []Neighbour
+	After        []Neighbour
+}
+
+// Neighbour is a row next to a hit in the same thread; Excerpt is the head of its text.
+type Neighbour struct {
+	Seq        int64
+	Role, Kind string
+	Name       string
+	Excerpt    string
+}
+
+// SearchResult is the answer for one session.
+type SearchResult struct {
+	Hits         []Hit // best first: more matched words, then bm25 (query); newest first (pattern)
+	TotalMatches int   // rows matching under the filters
+	LineMatches  int   // lines rows matching under the filters (every word for query; the regex per line)
+	TimedOut     bool  // the pattern budget ran out: counts are partial
+}
+
+// Search runs one smart_compact_search over the session (contract: Search).
+//
+// Query: each whitespace-separated word (duplicates ignored case-insensitively) becomes an
+// FTS5 string; a row matches when it contains any word, and hits are ordered by the number of
+// words they contain, then bm25. LineMatches counts lines containing every word.
+//
+// Pattern: the regexp is tested against the first PatternChars characters of each row (hits,
+// newest first, and TotalMatches) and of each line (LineMatches, one line at a time, like
+// grep -c), until Budget runs out (TimedOut; the counts are then partial).
+//
+// Roles and InContext filter hits and both counts. Each hit carries up to Context rows of its
+// thread before and after it.
+func (rd *Reader) Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
+	db, err := rd.pool()
+	if err != nil {
+		return SearchResult{}, err
+	}
+	if o.Limit == 0 {
+		o.Limit = DefaultSearchLimit
+	}
+	o.Limit = max(o.Limit, 0)
+	o.Context = min(max(o.Context, 0), MaxSearchContext)
+	if o.Budget <= 0 {
+		o.Budget = DefaultSearchBudget
+	}
+	words := queryWords(o.Query)
+	var res SearchResult
+	switch {
+	case o.Pattern != nil && len(words) > 0:
+		return SearchResult{}, errors.New("search: give query or pattern, not both")
+	case o.Pattern != nil:
+		res, err = searchPattern(ctx, db, o)
+	case len(words) > 0:
+		res, err = searchQuery(ctx, db, o, words)
+	case strings.TrimSpace(o.Query) != "":
+		return res, nil // only separators ("-", "…"): FTS5 matches them nowhere
+	default:
+		return SearchResult{}, errors.New("search: give a query or a pattern")
+	}
+	if err != nil {
+		return SearchResult{}, fmt.Errorf("search %s: %w", rd.path, err)
+	}
+	if o.Context > 0 {
+		for i := range res.Hits {
+			if err := neighbours(ctx, db, &res.Hits[i], o.Context); err != nil {
+				return SearchResult{}, fmt.Errorf("search %s: %w", rd.path, err)
+			}
+		}
+	}
+	return res, nil
+}
+
+// queryWords splits a query on whitespace. A word that repeats another's tokens ("Fox",
+// "fox,") is dropped, as is one without any token character ("-", "…"), which FTS5 matches
+// nowhere and which would empty the every-word line count.
+func queryWords(q string) []string {
+	var words []string
+	seen := make(map[string]bool)
+	for _, w := range strings.Fields(q) {
+		k := strings.Join(strings.FieldsFunc(strings.ToLower(w), notTokenChar), " ")
+		if k != "" && !seen[k] {
+			seen[k] = true
+			words = append(words, w)
+		}
+	}
+	return words
+}
+
+// notTokenChar reports a separator of FTS5's default unicode61 tokenizer, whose token
+// characters are the categories L*, N* and Co.
+func notTokenChar(r rune) bool {
+	return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.Is(unicode.Co, r)
+}
+
+// ftsString quotes a word as an FTS5 string: matched by token, case-insensitively, never as
+// query syntax.
+func ftsString(w string) string {
+	return `"` + strings.ReplaceAll(w, `"`, `""`) + `"`
+}
+
+// where builds the filter conditions for a query over messages aliased m (or, for roles,
+// over roleCol) and appends their arguments; "" when there is no filter.
+func where(o SearchOptions, roleCol string, args []any) (string, []any) {
+	var conds []string
+	if len(o.Roles) > 0 {
+		conds = append(conds, roleCol+" IN (?"+strings.Repeat(", ?", len(o.Roles)-1)+")")
+		for _, r := range o.Roles {
+			args = append(args, r)
+		}
+	}
+	if o.InContext != nil {
+		conds = append(conds, "m.in_context = ?")
+		args = append(args, *o.InContext)
+	}
+	if len(conds) == 0 {
+		return "", args
+	}
+	return " AND " + strings.Join(conds, " AND "), args
+}
+
+func searchQuery(ctx context.Context, db *sql.DB, o SearchOptions, words []string) (SearchResult, error) {
+	var res SearchResult
+	phrases := make([]string, len(words))
+	for i, w := range words {
+		phrases[i] = ftsString(w)
+	}
+	anyWord := strings.Join(phrases, " OR ")
+	everyWord := strings.Join(phrases, " AND ")
+
+	join := ""
+	if len(o.Roles) > 0 || o.InContext != nil {
+		join = " JOIN messages m ON m.seq = messages_fts.rowid"
+	}
+	filter, fargs := where(o, "m.role", nil)
+
+	// Total.
+	args := append([]any{anyWord}, fargs...)
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM messages_fts"+join+" WHERE messages_fts MATCH ?"+filter, args...).Scan(&res.TotalMatches); err != nil {
+		return res, fmt.Errorf("count matches: %w", err)
+	}
+
+	// Lines containing every word. The role is copied into lines; in_context needs the message.
+	lineJoin := ""
+	if len(o.Roles) > 0 || o.InContext != nil {
+		lineJoin = " JOIN lines l ON l.id = lines_fts.rowid"
+	}
+	if o.InContext != nil {
+		lineJoin += " JOIN messages m ON m.seq = l.message_seq"
+	}
+	lfilter, lfargs := where(o, "l.role", nil)
+	args = append([]any{everyWord}, lfargs...)
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM lines_fts"+lineJoin+" WHERE lines_fts MATCH ?"+lfilter, args...).Scan(&res.LineMatches); err != nil {
+		return res, fmt.Errorf("count line matches: %w", err)
+	}
+
+	if res.TotalMatches == 0 || o.Limit == 0 {
+		return res, nil
+	}
+
+	// Hits: matched words are counted in SQL, one IN (word's rows) per word, so only the
+	// best Limit rows come back. ?1…?n are the words, ?n+1 the any-word expression.
+	n := len(words)
+	args = make([]any, 0, n+2+len(fargs))
+	matched := "1"
+	if n > 1 {
+		parts := make([]string, n)
+		for i := range words {
+			parts[i] = "(messages_fts.rowid IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?" + strconv.Itoa(i+1) + "))"
+		}
+		matched = strings.Join(parts, " + ")
+		for _, p := range phrases {
+			args = append(args, p)
+		}
+	}
+	args = append(args, anyWord)
+	args = append(args, fargs...)
+	args = append(args, o.Limit)
+	q := "SELECT messages_fts.rowid, " + matched + " AS matched, bm25(messages_fts) AS score FROM messages_fts" + join +
+		" WHERE messages_fts MATCH ?" + strconv.Itoa(len(args)-len(fargs)-1) + numbered(filter, len(args)-len(fargs)) +
+		" ORDER BY matched DESC, score, messages_fts.rowid DESC LIMIT ?" + strconv.Itoa(len(args))
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return res, fmt.Errorf("rank matches: %w", err)
+	}
+	for rows.Next() {
+		var h Hit
+		if err := rows.Scan(&h.Seq, &h.MatchedTerms, &h.Rank); err != nil {
+			rows.Close()
+			return res, fmt.Errorf("rank matches: %w", err)
+		}
+		res.Hits = append(res.Hits, h)
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return res, fmt.Errorf("rank matches: %w", err)
+	}
+	rows.Close()
+
+	// Details and the excerpt: highlight() marks the matched tokens, so the first byte where
+	// it differs from the text is where the first match starts.
+	st, err := db.PrepareContext(ctx, "SELECT m.thread, m.role, m.kind, coalesce(m.name, ''), m.in_context, coalesce(m.blob_id, ''), m.text, "+
+		"highlight(messages_fts, 0, char(1), char(2)) FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid "+
+		"WHERE messages_fts MATCH ? AND messages_fts.rowid = ?")
+	if err != nil {
+		return res, fmt.Errorf("read hits: %w", err)
+	}
+	defer st.Close()
+	for i := range res.Hits {
+		h := &res.Hits[i]
+		var text, marked string
+		if err := st.QueryRowContext(ctx, anyWord, h.Seq).Scan(&h.Thread, &h.Role, &h.Kind, &h.Name, &h.InContext, &h.BlobID, &text, &marked); err != nil {
+			return res, fmt.Errorf("read hit %d: %w", h.Seq, err)
+		}
+		pos := 0
+		for pos < len(text) && pos < len(marked) && text[pos] == marked[pos] {
+			pos++
+		}
+		h.Excerpt = excerpt(text, pos, ExcerptChars)
+	}
+	return res, nil
+}
+
+// numbered turns the ? placeholders of a filter into ?from, ?from+1, … so they can follow
+// numbered ones.
+func numbered(filter string, from int) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(filter, '?')
+		if i < 0 {
+			b.WriteString(filter)
+			return b.String()
+		}
+		b.WriteString(filter[:i+1])
+		b.WriteString(strconv.Itoa(from))
+		from++
+		filter = filter[i+1:]
+	}
+}
+
+func searchPattern(ctx context.Context, db *sql.DB, o SearchOptions) (SearchResult, error) {
+	var res SearchResult
+	deadline := time.Now().Add(o.Budget)
+	re := o.Pattern
+	type found struct {
+		seq int64
+		pos int // byte offset of the match
+	}
+	var hits []found
+
+	filter, args := where(o, "m.role", nil)
+	done, err := scanBlocks(ctx, db, "m.seq", "substr(m.text, 1, "+strconv.Itoa(PatternChars)+")", "messages m", filter, args, deadline,
+		func(seq int64, text []byte) {
+			if len(hits) < o.Limit {
+				if loc := re.FindIndex(text); loc != nil {
+					hits = append(hits, found{seq, loc[0]})
+					res.TotalMatches++
+				}
+			} else if re.Match(text) {
+				res.TotalMatches++
+			}
+		})
+	if err != nil {
+		return res, fmt.Errorf("scan rows: %w", err)
+	}
+	res.TimedOut = !done
+
+	if done {
+		from := "lines l"
+		if o.InContext != nil {
+			from += " JOIN messages m ON m.seq = l.message_seq"
+		}
+		filter, args := where(o, "l.role", nil)
+		done, err = scanBlocks(ctx, db, "l.id", "substr(l.text, 1, "+strconv.Itoa(PatternChars)+")", from, filter, args, deadline,
+			func(_ int64, text []byte) {
+				if re.Match(text) {
+					res.LineMatches++
+				}
+			})
+		if err != nil {
+			return res, fmt.Errorf("scan lines: %w", err)
+		}
+		res.TimedOut = !done
+	}
+
+	if len(hits) == 0 {
+		return res, nil
+	}
+	// The excerpt may run past the characters the pattern saw.
+	st, err := db.PrepareContext(ctx, "SELECT thread, role, kind, coalesce(name, ''), in_context, coalesce(blob_id, ''), substr(text, 1, "+
+		strconv.Itoa(PatternChars+ExcerptChars)+") FROM messages WHERE seq = ?")
+	if err != nil {
+		return res, fmt.Errorf("read hits: %w", err)
+	}
+	defer st.Close()
+	res.Hits = make([]Hit, len(hits))
+	for i, f := range hits {
+		h := &res.Hits[i]
+		h.Seq, h.Rank = f.seq, -float64(f.seq)
+		var text string
+		if err := st.QueryRowContext(ctx, f.seq).Scan(&h.Thread, &h.Role, &h.Kind, &h.Name, &h.InContext, &h.BlobID, &text); err != nil {
+			return res, fmt.Errorf("read hit %d: %w", f.seq, err)
+		}
+		h.Excerpt = excerpt(text, f.pos, ExcerptChars)
+	}
+	return res, nil
+}
+
+// scanBlock is how many rows scanBlocks reads per statement: at most 256 × 20,000 characters
+// (80 MB would pass maxValueLength; 256 rows stay under 21 MB).
+const scanBlock = 256
+
+// scanBlocks calls fn for each row of "SELECT key, text FROM from WHERE filter" in descending
+// key order, until deadline; done is false when the deadline stopped it. Rows come back in
+// blocks, each block one value of "<key>:<bytes>:<text>" entries, because a driver round trip
+// per row costs more than the regexp test: 421,000 lines scanned in 290 ms one row at a time.
+// The byte length makes the framing exact whatever the text holds.
+func scanBlocks(ctx context.Context, db *sql.DB, key, text, from, filter string, args []any, deadline time.Time, fn func(key int64, text []byte)) (done bool, err error) {
+	q := "SELECT count(*), min(k), group_concat(k || ':' || octet_length(t) || ':' || t, '') FROM (SELECT " + key + " AS k, " + text +
+		" AS t FROM " + from + " WHERE " + key + " < ?1" + numbered(filter, 2) + " ORDER BY " + key + " DESC LIMIT " + strconv.Itoa(scanBlock) + ")"
+	st, err := db.PrepareContext(ctx, q)
+	if err != nil {
+		return false, err
+	}
+	defer st.Close()
+	type entry struct {
+		key  int64
+		text []byte
+	}
+	var entries []entry
+	last := int64(1) << 62
+	for first := true; ; first = false {
+		if !first && time.Now().After(deadline) {
+			return false, nil
+		}
+		var n int
+		var minKey sql.NullInt64
+		var block []byte
+		if err := st.QueryRowContext(ctx, append([]any{last}, args...)...).Scan(&n, &minKey, &block); err != nil {
+			return false, err
+		}
+		if n == 0 {
+			return true, nil
+		}
+		entries = entries[:0]
+		for len(block) > 0 {
+			var e entry
+			var size int
+			if e.key, block, err = cutInt(block); err == nil {
+				var sz int64
+				sz, block, err = cutInt(block)
+				size = int(sz)
+			}
+			if err != nil || size < 0 || size > len(block) {
+				return false, fmt.Errorf("malformed scan block")
+			}
+			e.text, block = block[:size], block[size:]
+			entries = append(entries, e)
+		}
+		// group_concat keeps the subquery's order in practice; sorting makes it a guarantee.
+		slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(b.key, a.key) })
+		for i, e := range entries {
+			if i%budgetEvery == budgetEvery-1 && time.Now().After(deadline) {
+				return false, nil
+			}
+			fn(e.key, e.text)
+		}
+		last = minKey.Int64
+	}
+}
+
+// cutInt parses the decimal integer before the first ':' of b and returns the rest after it.
+func cutInt(b []byte) (int64, []byte, error) {
+	i := slices.Index(b, ':')
+	if i <= 0 {
+		return 0, nil, errors.New("no number")
+	}
+	n, err := strconv.ParseInt(string(b[:i]), 10, 64)
+	return n, b[i+1:], err
+}
+
+// neighbours fills h.Before and h.After with up to n rows of h's thread on each side, in seq
+// order.
+func neighbours(ctx context.Context, db *sql.DB, h *Hit, n int) error {
+	cols := "SELECT seq, role, kind, coalesce(name, ''), substr(text, 1, " + strconv.Itoa(NeighbourChars+1) + ") FROM messages WHERE thread = ? AND "
+	read := func(q string) ([]Neighbour, error) {
+		rows, err := db.QueryContext(ctx, q, h.Thread, h.Seq, n)
+		if err != nil {
+			return nil, fmt.Errorf("read context of %d: %w", h.Seq, err)
+		}
+		defer rows.Close()
+		var out []Neighbour
+		for rows.Next() {
+			var nb Neighbour
+			var text string
+			if err := rows.Scan(&nb.Seq, &nb.Role, &nb.Kind, &nb.Name, &text); err != nil {
+				return nil, fmt.Errorf("read context of %d: %w", h.Seq, err)
+			}
+			nb.Excerpt, _ = cutText(text, NeighbourChars)
+			out = append(out, nb)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("read context of %d: %w", h.Seq, err)
+		}
+		return out, nil
+	}
+	var err error
+	if h.Before, err = read(cols + "seq < ? ORDER BY seq DESC LIMIT ?"); err != nil {
+		return err
+	}
+	slices.Reverse(h.Before)
+	h.After, err = read(cols + "seq > ? ORDER BY seq LIMIT ?")
+	return err
+}
+
+// excerpt returns about n characters of text around byte offset pos (a quarter of them before
+// it), with "…" where text was cut. pos is moved back to a rune boundary.
+func excerpt(text string, pos, n int) string {
+	pos = min(max(pos, 0), len(text))
+	for pos > 0 && pos < len(text) && !utf8.RuneStart(text[pos]) {
+		pos--
+	}
+	start, end := pos, pos
+	for k := 0; k < n/4 && start > 0; k++ {
+		_, size := utf8.DecodeLastRuneInString(text[:start])
+		start -= size
+	}
+	k := utf8.RuneCountInString(text[start:pos])
+	for ; k < n && end < len(text); k++ {
+		_, size := utf8.DecodeRuneInString(text[end:])
+		end += size
+	}
+	for ; k < n && start > 0; k++ { // near the end: show more before the match
+		_, size := utf8.DecodeLastRuneInString(text[:start])
+		start -= size
+	}
+	s := text[start:end]
+	if start > 0 {
+		s = "…" + s
+	}
+	if end < len(text) {
+		s += "…"
+	}
+	return s
+}

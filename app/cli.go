@@ -29,6 +29,7 @@ Usage:
 Commands:
   serve     run the proxy on 127.0.0.1 (port 4100 unless configured)
   mcp       serve the recall tools (smart_compact_*) over stdio, for agents to launch
+  status    show the agents' switches, whether the service answers, and the last 24 h of events
   version   print the version
   help      print this help
 
@@ -99,6 +100,8 @@ func run(ctx context.Context, args []string, sys system) error {
 		return serve(ctx, rest, sys)
 	case "mcp":
 		return mcpStdio(ctx, rest, sys)
+	case "status":
+		return status(ctx, rest, sys)
 	case "version":
 		if len(rest) > 0 {
 			return usageError{"version takes no arguments"}

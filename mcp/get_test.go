@@ -13,7 +13,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 )
 
-// checkToolList asserts the three tools with all four hints set to a read-only, closed-world
+// checkToolList asserts the four tools with all four hints set to a read-only, closed-world
 // tool (mcp-go's defaults would say destructive and open-world).
 func checkToolList(t *testing.T, c *client.Client) {
 	t.Helper()
@@ -34,7 +34,7 @@ func checkToolList(t *testing.T, c *client.Client) {
 		}
 	}
 	slices.Sort(names)
-	if want := []string{ToolGet, ToolSearch, ToolSQL}; !slices.Equal(names, want) {
+	if want := []string{ToolStatus, ToolGet, ToolSearch, ToolSQL}; !slices.Equal(names, want) {
 		t.Errorf("tools %v, want %v", names, want)
 	}
 	for _, tool := range res.Tools {

@@ -22,6 +22,7 @@ const (
 	ToolSearch = "smart_compact_search"
 	ToolSQL    = "smart_compact_sql"
 	ToolGet    = "smart_compact_get"
+	ToolStatus = "context_status"
 )
 
 // Options configure a Server.
@@ -78,6 +79,7 @@ func New(root *store.Root, opts Options) *Server {
 	s.mcp.AddTool(searchTool(), s.handleSearch)
 	s.mcp.AddTool(sqlTool(), s.handleSQL)
 	s.mcp.AddTool(getTool(), s.handleGet)
+	s.mcp.AddTool(statusTool(), s.handleStatus)
 	return s
 }
 

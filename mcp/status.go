@@ -1,0 +1,46 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+func statusTool() mcpgo.Tool {
+	opts := []mcpgo.ToolOption{
+		mcpgo.WithDescription(fmt.Sprintf(`Summarize what smarter-compact did across all sessions over the last hours (default %d): trims, estimated tokensSaved, messagesDropped, failOpens (requests sent untrimmed) with the newest five lastErrors, the latest writer versions, and the prompt cache from usage events: requests, withCacheCounts, token sums, hitRatio = cache read / (read + creation + uncached input), cache creation on requests that made a new cut (newCut) vs the rest (other), breakpoints and breakpointLayouts.
+checkout_proxy_version and proxy_stale are null in this build; note says why.`, store.StatusDefaultHours)),
+		mcpgo.WithNumber("hours", mcpgo.Description(fmt.Sprintf("Window in hours, an integer from %d to %d; default %d.",
+			store.StatusMinHours, store.StatusMaxHours, store.StatusDefaultHours))),
+	}
+	return mcpgo.NewTool(ToolStatus, append(opts, readOnlyHints("Smart compaction status")...)...)
+}
+
+func (s *Server) handleStatus(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+	rec := callRecord{Tool: ToolStatus}
+	res, err := s.status(ctx, req, &rec)
+	return s.finish(rec, res, err)
+}
+
+func (s *Server) status(ctx context.Context, req mcpgo.CallToolRequest, rec *callRecord) (*mcpgo.CallToolResult, error) {
+	a, err := newArgs(ToolStatus, req.GetArguments(), "hours")
+	if err != nil {
+		return nil, err
+	}
+	hours, err := a.integer("hours", store.StatusDefaultHours, store.StatusMinHours, store.StatusMaxHours)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.root.Status(ctx, s.now(), hours)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, toolErrorf("could not read the session store: %v", err)
+	}
+	rec.Sessions = intp(st.Sessions)
+	return jsonResult(st)
+}

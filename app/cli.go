@@ -150,9 +150,41 @@ func mcpStdio(ctx context.Context, args []string, sys system) error {
 		return err
 	}
 	defer root.Close()
-	srv := mcp.New(root, mcp.Options{Workspace: sys.workdir, Log: sys.log, Version: version})
+	// The embedding settings come from the same config as serve's. Recall must work while
+	// that config is broken, so an error only turns hybrid search off.
+	var cfg Config
+	if path, explicit, err := ConfigPath("", sys.getenv, sys.configDir); err != nil {
+		sys.log.Warn("mcp: config not read, hybrid search off", "err", err)
+	} else if cfg, err = LoadConfig(path, explicit, sys.getenv); err != nil {
+		sys.log.Warn("mcp: config not read, hybrid search off", "err", err)
+		cfg = Config{}
+	}
+	srv := mcp.New(root, mcpOptions(cfg, sys))
 	sys.log.Debug("mcp: serving stdio", "store", root.Dir(), "workspace", sys.workdir)
 	return srv.ServeStdio(ctx, sys.stdin, sys.stdout)
+}
+
+// embedConfig is the background embedder's configuration ([context_store] embedding_*; the
+// API key only from CONTEXT_EMBEDDING_API_KEY, never from the config file).
+func embedConfig(cfg Config, getenv func(string) string) store.EmbedConfig {
+	return store.EmbedConfig{
+		Model:    cfg.EmbeddingModel,
+		URL:      cfg.EmbeddingURL,
+		APIKey:   getenv("CONTEXT_EMBEDDING_API_KEY"),
+		Timeout:  cfg.EmbeddingTimeout,
+		MaxChars: cfg.EmbeddingMaxChars,
+	}
+}
+
+// mcpOptions are the recall tools' options for serve and mcp: hybrid search embeds queries
+// at embedding_url, also when embedding_model is empty but a session has vectors.
+func mcpOptions(cfg Config, sys system) mcp.Options {
+	opts := mcp.Options{Workspace: sys.workdir, Log: sys.log, Version: version,
+		EmbeddingModel: cfg.EmbeddingModel, EmbeddingTimeout: cfg.EmbeddingTimeout}
+	if cfg.EmbeddingURL != "" {
+		opts.Embedding = store.NewEmbedClient(cfg.EmbeddingURL, sys.getenv("CONTEXT_EMBEDDING_API_KEY"), nil)
+	}
+	return opts
 }
 
 // openStore opens the context root the way serve and mcp share: store.Dir, which must be

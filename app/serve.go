@@ -73,9 +73,15 @@ func serve(ctx context.Context, args []string, sys system) error {
 	}
 	defer root.Close()
 	toggles := newToggles(cfg.Agents)
+	var embedder *store.Embedder
+	if cfg.EmbeddingModel != "" {
+		// Vectors (contract: Vectors): the proxy queues a database after it stored new rows.
+		embedder = store.NewEmbedder(root, embedConfig(cfg, sys.getenv), log)
+		cfg.Proxy.OnRowsStored = embedder.Notify
+	}
 	px := proxy.New(cfg.Proxy, toggles, root, log)
 	defer px.Close() // after the server drained, before root.Close
-	recall := mcp.New(root, mcp.Options{Workspace: sys.workdir, Log: log, Version: version})
+	recall := mcp.New(root, mcpOptions(cfg, sys))
 	srv := &http.Server{
 		Handler:           routes(cfg.Port, px, recall.Handler(), log),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -94,6 +100,9 @@ func serve(ctx context.Context, args []string, sys system) error {
 	defer wg.Wait() // before root.Close
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG() // runs before wg.Wait
+	if embedder != nil {
+		wg.Go(func() { embedder.Run(bg) })
+	}
 	wg.Go(func() {
 		// At start, then hourly: Sweep itself runs at most once a day (.ttl-stamp), so a
 		// service that stays up for weeks still retires idle sessions (contract: Retention).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -39,9 +40,9 @@ pattern: a Go (RE2) regular expression of at most 200 characters, for exact valu
 session_id: the id the [smarter-compact: …] pointer gave; omit it to search this workspace's recent sessions.
 role: "user", "assistant", "tool", a list of them, or "all"; default ["user","tool"] (what you were told and what tools returned, not your own replies).
 in_context: true for rows still in your context, false for trimmed rows; omit for both.
-mode: "hybrid" or "lexical"; hybrid needs vectors, which are not built yet, so the search is lexical (the response says which ran).
+mode: "hybrid" (default when the session has vectors) also ranks rows whose meaning is near the query, by embedding; "lexical" ranks by words only. The response's mode says which ran; vectors shows embedding progress.
 context: 0-5 rows of the same thread to show before and after each hit (default 0). limit: 1-100 results (default 8).
-Returns results (session_id, seq, role, kind, name, in_context, excerpt, matched_terms, blob_ids, before, after), total_matches (matching rows), line_matches (matching lines) and sessions_searched. Read a blob in full with smart_compact_get; count or group rows with smart_compact_sql.`),
+Returns results (session_id, seq, role, kind, name, in_context, excerpt, matched_terms, similarity (hybrid), blob_ids, before, after), total_matches (matching rows), line_matches (matching lines) and sessions_searched. Read a blob in full with smart_compact_get; count or group rows with smart_compact_sql.`),
 		mcpgo.WithString("query", mcpgo.Description("Words to look for; a row matches when it contains any of them.")),
 		mcpgo.WithString("pattern", mcpgo.MaxLength(maxPatternChars), mcpgo.Description("Go (RE2) regular expression for exact text, at most 200 characters; instead of query.")),
 		mcpgo.WithString("session_id", mcpgo.Description("Session id from the [smarter-compact: …] pointer; omit to search this workspace's recent sessions.")),
@@ -51,7 +52,7 @@ Returns results (session_id, seq, role, kind, name, in_context, excerpt, matched
 				map[string]any{"type": "array", "items": map[string]any{"type": "string", "enum": append(slices.Clone(allRoles), "all")}},
 			)),
 		mcpgo.WithBoolean("in_context", mcpgo.Description("true: rows still in your context; false: trimmed rows; omit for both.")),
-		mcpgo.WithString("mode", mcpgo.Enum("hybrid", "lexical"), mcpgo.Description(`"hybrid" (default) or "lexical"; without vectors both run lexically.`)),
+		mcpgo.WithString("mode", mcpgo.Enum("hybrid", "lexical"), mcpgo.Description(`"hybrid" (default when the session has vectors) or "lexical"; without vectors both run lexically.`)),
 		mcpgo.WithInteger("context", mcpgo.Min(0), mcpgo.Max(maxContext), mcpgo.DefaultNumber(0), mcpgo.Description("Rows of the same thread shown before and after each hit, 0-5.")),
 		mcpgo.WithInteger("limit", mcpgo.Min(1), mcpgo.Max(maxLimit), mcpgo.DefaultNumber(defaultLimit), mcpgo.Description("Results returned, 1-100.")),
 	}
@@ -66,7 +67,8 @@ func anyOf(schemas ...map[string]any) mcpgo.PropertyOption {
 type searchRequest struct {
 	sessionID    string
 	sessionGiven bool
-	mode         string
+	mode         string // "hybrid" or "lexical"
+	modeGiven    bool
 	opts         store.SearchOptions
 }
 
@@ -114,6 +116,7 @@ func parseSearch(m map[string]any) (searchRequest, error) {
 	if err != nil {
 		return r, err
 	}
+	r.modeGiven = hasMode
 	switch {
 	case !hasMode:
 		r.mode = "hybrid"
@@ -241,6 +244,8 @@ type searchResponse struct {
 	TimedOut         bool              `json:"timed_out"`
 	Mode             string            `json:"mode"`
 	ModeNote         string            `json:"mode_note,omitempty"`
+	EmbeddingError   string            `json:"embedding_error,omitempty"`
+	Vectors          *vectorProgress   `json:"vectors,omitempty"`
 	Databases        map[string]string `json:"databases"`
 	SessionsSearched []string          `json:"sessions_searched"`
 	SessionIDNote    string            `json:"session_id_note,omitempty"`
@@ -256,6 +261,7 @@ type searchHit struct {
 	InContext    bool        `json:"in_context"`
 	Excerpt      string      `json:"excerpt"`
 	MatchedTerms *int        `json:"matched_terms,omitempty"` // query searches only
+	Similarity   *float64    `json:"similarity,omitempty"`    // hybrid, hits with a vector
 	BlobIDs      []string    `json:"blob_ids,omitempty"`
 	Before       []neighbour `json:"before,omitempty"`
 	After        []neighbour `json:"after,omitempty"`
@@ -270,6 +276,14 @@ type neighbour struct {
 	Kind    string `json:"kind"`
 	Name    string `json:"name,omitempty"`
 	Excerpt string `json:"excerpt"`
+}
+
+// vectorProgress is the background embedding progress of the searched sessions for the
+// model each one's hybrid search uses (contract: Search, vectors).
+type vectorProgress struct {
+	Filled  int `json:"filled"`
+	Pending int `json:"pending"`
+	Skipped int `json:"skipped"`
 }
 
 // skippedSession is a session that resolved but could not be read (locked, newer schema,
@@ -301,11 +315,92 @@ func (s *Server) search(ctx context.Context, req mcpgo.CallToolRequest, rec *cal
 		SessionsSearched: []string{},
 		SessionIDNote:    res.note,
 	}
-	if sr.mode == "hybrid" && sr.opts.Query != "" && req.GetArguments()["mode"] != nil {
-		out.ModeNote = "hybrid ranking needs vectors, which this version does not build yet: lexical ranking ran"
+	query := sr.opts.Pattern == nil
+
+	// Open every session first: a hybrid search needs each one's vector model before the
+	// query is embedded.
+	type session struct {
+		sid     string
+		rd      *store.Reader
+		vectors store.VectorStatus
 	}
-	deadline := time.Now().Add(patternBudget)
+	var sessions []session
+	defer func() {
+		for _, se := range sessions {
+			_ = se.rd.Close()
+		}
+	}()
+	hasVectors := false
 	for _, sid := range res.sids {
+		rd, err := s.root.OpenReader(sid)
+		if err == nil && query {
+			var vs store.VectorStatus
+			if vs, err = rd.Vectors(ctx, s.embedModel); err == nil {
+				sessions = append(sessions, session{sid, rd, vs})
+				hasVectors = hasVectors || vs.Filled > 0
+				continue
+			}
+			_ = rd.Close()
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			out.Skipped = append(out.Skipped, skippedSession{sid, readProblem(err)})
+			continue
+		}
+		sessions = append(sessions, session{sid: sid, rd: rd})
+	}
+	if query && (s.embedModel != "" || hasVectors) {
+		out.Vectors = &vectorProgress{}
+		for _, se := range sessions {
+			out.Vectors.Filled += se.vectors.Filled
+			out.Vectors.Pending += se.vectors.Pending
+			out.Vectors.Skipped += se.vectors.Skipped
+		}
+	}
+
+	// Hybrid when asked (or by default) and a session has vectors: the query is embedded
+	// once per model the sessions use.
+	var queryVecs map[string][]float32
+	switch {
+	case !query || sr.mode == "lexical":
+	case !hasVectors || s.embed == nil:
+		if sr.modeGiven {
+			out.ModeNote = "hybrid ranking needs vectors, and the searched sessions have none yet: lexical ranking ran"
+			if s.embed == nil && hasVectors {
+				out.ModeNote = "hybrid ranking needs an embedding endpoint, and this server has none configured: lexical ranking ran"
+			}
+		}
+	default:
+		queryVecs = map[string][]float32{}
+		for _, se := range sessions {
+			m := se.vectors.Model
+			if se.vectors.Filled == 0 || queryVecs[m] != nil {
+				continue
+			}
+			ectx, cancel := context.WithTimeout(ctx, s.embedTimeout)
+			vecs, err := s.embed.Embed(ectx, m, []string{sr.opts.Query})
+			cancel()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if err != nil {
+				out.EmbeddingError = fmt.Sprintf("embedding the query with %s at %s failed: %v; lexical ranking ran", m, s.embed.URL(), err)
+				queryVecs = nil
+				break
+			}
+			queryVecs[m] = vecs[0]
+		}
+	}
+	hybrid := len(queryVecs) > 0
+	if hybrid {
+		out.Mode = "hybrid"
+	}
+
+	deadline := time.Now().Add(patternBudget)
+	for _, se := range sessions {
+		sid := se.sid
 		opts := sr.opts
 		if opts.Pattern != nil {
 			if opts.Budget = time.Until(deadline); opts.Budget <= 0 {
@@ -314,7 +409,18 @@ func (s *Server) search(ctx context.Context, req mcpgo.CallToolRequest, rec *cal
 				continue
 			}
 		}
-		r, path, err := s.searchSession(ctx, sid, opts)
+		if hybrid {
+			// A session without vectors still ranks by fusion (its lexical list alone), so
+			// scores compare across sessions: any model's vector finds nothing there.
+			opts.VectorModel = se.vectors.Model
+			if opts.QueryVector = queryVecs[opts.VectorModel]; opts.QueryVector == nil {
+				for m, v := range queryVecs {
+					opts.VectorModel, opts.QueryVector = m+"\x00none", v
+					break
+				}
+			}
+		}
+		r, err := se.rd.Search(ctx, opts)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -323,18 +429,22 @@ func (s *Server) search(ctx context.Context, req mcpgo.CallToolRequest, rec *cal
 			continue
 		}
 		out.SessionsSearched = append(out.SessionsSearched, sid)
-		out.Databases[sid] = path
+		out.Databases[sid] = se.rd.Path()
 		out.TotalMatches += r.TotalMatches
 		out.LineMatches += r.LineMatches
 		out.TimedOut = out.TimedOut || r.TimedOut
 		for _, h := range r.Hits {
-			out.Results = append(out.Results, hitJSON(sid, h, sr.opts.Pattern == nil))
+			out.Results = append(out.Results, hitJSON(sid, h, query, hybrid))
 		}
 	}
 	if len(out.SessionsSearched) == 0 {
 		return nil, toolErrorf("could not read %s", describeSkipped(out.Skipped))
 	}
-	if sr.opts.Pattern == nil {
+	switch {
+	case hybrid:
+		// Fusion scores (Rank is the negated score) compare across sessions.
+		slices.SortStableFunc(out.Results, func(a, b searchHit) int { return cmp.Compare(a.rank, b.rank) })
+	case query:
 		// Sessions were searched newest first; across them, more matched words and then a
 		// better bm25 rank first (the stable sort keeps the newer session first on ties).
 		slices.SortStableFunc(out.Results, func(a, b searchHit) int {
@@ -350,24 +460,17 @@ func (s *Server) search(ctx context.Context, req mcpgo.CallToolRequest, rec *cal
 	return jsonResult(out)
 }
 
-// searchSession runs one search on one session database, opened read-only for this call.
-func (s *Server) searchSession(ctx context.Context, sid string, opts store.SearchOptions) (store.SearchResult, string, error) {
-	rd, err := s.root.OpenReader(sid)
-	if err != nil {
-		return store.SearchResult{}, "", err
-	}
-	defer rd.Close()
-	r, err := rd.Search(ctx, opts)
-	return r, rd.Path(), err
-}
-
-func hitJSON(sid string, h store.Hit, query bool) searchHit {
+func hitJSON(sid string, h store.Hit, query, hybrid bool) searchHit {
 	out := searchHit{
 		SessionID: sid, Seq: h.Seq, Role: h.Role, Kind: h.Kind, Name: h.Name, InContext: h.InContext,
 		Excerpt: h.Excerpt, matched: h.MatchedTerms, rank: h.Rank,
 	}
 	if query {
 		out.MatchedTerms = intp(h.MatchedTerms)
+	}
+	if hybrid && h.Similarity != 0 {
+		sim := math.Round(h.Similarity*10000) / 10000
+		out.Similarity = &sim
 	}
 	if h.BlobID != "" {
 		out.BlobIDs = []string{h.BlobID}

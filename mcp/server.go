@@ -38,6 +38,14 @@ type Options struct {
 	Log *slog.Logger
 	// Version is reported as the server version in the MCP handshake.
 	Version string
+	// Embedding embeds queries for hybrid search (contract: Search); nil keeps every search
+	// lexical.
+	Embedding *store.EmbedClient
+	// EmbeddingModel is [context_store] embedding_model, "" when vectors are off: the model a
+	// hybrid search prefers, and whether responses report vector progress.
+	EmbeddingModel string
+	// EmbeddingTimeout bounds one query embedding; 0 means 30 s.
+	EmbeddingTimeout time.Duration
 }
 
 // Server is the MCP server over one context root. It is safe for concurrent use; the stdio
@@ -49,6 +57,10 @@ type Server struct {
 	log       *slog.Logger
 	mcp       *server.MCPServer
 
+	embed        *store.EmbedClient
+	embedModel   string
+	embedTimeout time.Duration
+
 	httpOnce sync.Once
 	http     http.Handler
 
@@ -58,7 +70,11 @@ type Server struct {
 // New builds the server and its tools over root, which must stay open while the server runs.
 // It reads root only; it writes nothing but tool-calls.jsonl.
 func New(root *store.Root, opts Options) *Server {
-	s := &Server{root: root, workspace: opts.Workspace, now: opts.Now, log: opts.Log}
+	s := &Server{root: root, workspace: opts.Workspace, now: opts.Now, log: opts.Log,
+		embed: opts.Embedding, embedModel: opts.EmbeddingModel, embedTimeout: opts.EmbeddingTimeout}
+	if s.embedTimeout <= 0 {
+		s.embedTimeout = store.DefaultEmbedTimeout
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}

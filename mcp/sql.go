@@ -18,8 +18,8 @@ func sqlTool() mcpgo.Tool {
 	opts := []mcpgo.ToolOption{
 		mcpgo.WithDescription(`Run one read-only SELECT (or WITH … SELECT) on this session's database, for counts, groupings and joins. At most 200 rows; 2 s limit.
 Tables: messages(seq, thread, role, kind, name, text, blob_id, in_context, trimmed_at_seq, trimmed_at, created_at), lines(id, message_seq, line_no, role, text) with one row per line of messages.text, messages_fts and lines_fts (FTS5 over text), events.
-role is user, assistant or tool; kind is text, tool_use, tool_result or thinking. Count the original data once: the same text also appears in your own tool_use inputs and replies, so restrict to the rows that carry it, e.g.
-SELECT count(*) FROM lines l JOIN messages m ON m.seq = l.message_seq WHERE m.role = 'tool' AND m.kind = 'tool_result' AND l.text LIKE '%ERROR%'
+role is user, assistant or tool; kind is text, tool_use, tool_result or thinking. Count the original data once: the same text also appears in your own tool_use inputs and replies, and again in the output of every later tool call that re-read or grepped it (that output is a tool_result too). Best, restrict to the tool_result that read the data (find its seq with smart_compact_search: ... WHERE l.message_seq = <seq>); otherwise count each line at its first appearance in tool output. LIKE ignores case; GLOB matches case as grep does. E.g.
+SELECT count(*) FROM (SELECT l.message_seq AS seq, min(l.message_seq) OVER (PARTITION BY l.text) AS first FROM lines l JOIN messages m ON m.seq = l.message_seq WHERE m.role = 'tool' AND m.kind = 'tool_result' AND l.text GLOB '*ERROR*') WHERE seq = first
 session_id: the id the [smarter-compact: …] pointer gave; omit it to use this workspace's newest session. sql: the statement.
 Returns columns, rows, truncated and session_id.`),
 		mcpgo.WithString("sql", mcpgo.Required(), mcpgo.Description("One SELECT or WITH … SELECT statement; no PRAGMA, ATTACH or writes.")),

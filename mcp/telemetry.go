@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -45,6 +46,10 @@ func (s *Server) finish(rec callRecord, res *mcpgo.CallToolResult, err error) (*
 	switch {
 	case errors.As(err, &ae):
 		res, err = mcpgo.NewToolResultError(ae.msg), nil
+		rec.Error = true
+	case errors.Is(err, context.Canceled):
+		// the client hung up: not a server fault
+		s.log.Debug("mcp tool call cancelled", "tool", rec.Tool)
 		rec.Error = true
 	case err != nil:
 		s.log.Error("mcp tool failed", "tool", rec.Tool, "err", err)

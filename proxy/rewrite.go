@@ -217,11 +217,16 @@ func (p *Proxy) storeRows(sid, thread string, msgs []*message, plan cutPlan, now
 		}
 	}
 	db, err := p.root.Session(sid)
+	var res store.SyncResult
 	if err == nil {
-		_, err = db.SyncRows(rows, now)
+		res, err = db.SyncRows(rows, now)
 	}
 	if err != nil {
 		p.storeFault(err)
+		return
+	}
+	if res.Inserted > 0 && p.settings.OnRowsStored != nil {
+		p.settings.OnRowsStored(sid)
 	}
 }
 

@@ -26,6 +26,11 @@ type Settings struct {
 	// headers and for each read of the response body.
 	ConnectTimeout time.Duration
 	IdleTimeout    time.Duration
+
+	// OnRowsStored, when set, is called with the session id after a request inserted new
+	// rows (the embedder's queue, contract: Vectors). It runs on the request path and must
+	// not block.
+	OnRowsStored func(sid string)
 }
 
 // DefaultSettings returns the seed defaults.

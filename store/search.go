@@ -41,7 +41,20 @@ type SearchOptions struct {
 	Context   int            // 0–5 neighbouring rows of the same thread before and after each hit (clamped)
 	Limit     int            // hits returned; 0 = DefaultSearchLimit, negative = none (counts only)
 	Budget    time.Duration  // pattern budget; 0 = DefaultSearchBudget
+	// QueryVector and VectorModel turn a query search hybrid (contract: Search): the
+	// HybridNearest rows nearest to QueryVector by cosine among VectorModel's vectors of the
+	// same dimension, under the same filters, fused with the lexical ranking by reciprocal
+	// rank fusion. Ignored for pattern searches.
+	QueryVector []float32
+	VectorModel string
 }
+
+// Hybrid ranking (contract: Search): the nearest rows taken from the vectors, and the k of
+// reciprocal rank fusion, score = Σ 1/(rrfK + rank) with rank from 1.
+const (
+	HybridNearest = 50
+	rrfK          = 60
+)
 
 // Hit is one matching row.
 type Hit struct {
@@ -53,7 +66,8 @@ type Hit struct {
 	Excerpt      string // a window of the row text around the first match, at most ~600 characters
 	MatchedTerms int    // distinct query words the row contains (0 for pattern searches)
 	BlobID       string
-	Rank         float64 // lower is better: bm25 for queries, -seq for patterns
+	Rank         float64 // lower is better: bm25 for queries, -seq for patterns, -RRF score for hybrid
+	Similarity   float64 // hybrid: cosine similarity to the query (0 when the row has no vector)
 	Before       []Neighbour
 	After        []Neighbour
 }
@@ -100,12 +114,15 @@ func (rd *Reader) Search(ctx context.Context, o SearchOptions) (SearchResult, er
 		o.Budget = DefaultSearchBudget
 	}
 	words := queryWords(o.Query)
+	hybrid := o.Pattern == nil && len(o.QueryVector) > 0 && o.VectorModel != ""
 	var res SearchResult
 	switch {
 	case o.Pattern != nil && len(words) > 0:
 		return SearchResult{}, errors.New("search: give query or pattern, not both")
 	case o.Pattern != nil:
 		res, err = searchPattern(ctx, db, o)
+	case hybrid:
+		res, err = searchHybrid(ctx, db, o, words)
 	case len(words) > 0:
 		res, err = searchQuery(ctx, db, o, words)
 	case strings.TrimSpace(o.Query) != "":
@@ -273,6 +290,68 @@ func searchQuery(ctx context.Context, db *sql.DB, o SearchOptions, words []strin
 		}
 		h.Excerpt = excerpt(text, pos, ExcerptChars)
 	}
+	return res, nil
+}
+
+// searchHybrid fuses the lexical ranking (as searchQuery orders it) with the HybridNearest
+// rows nearest by cosine: each row scores Σ 1/(60 + rank) over the lists it is in. Counts
+// stay lexical. Rank is the negated score; Similarity is set for every hit with a vector.
+func searchHybrid(ctx context.Context, db *sql.DB, o SearchOptions, words []string) (SearchResult, error) {
+	var res SearchResult
+	if len(words) > 0 {
+		lo := o
+		lo.Limit = max(o.Limit, HybridNearest)
+		var err error
+		if res, err = searchQuery(ctx, db, lo, words); err != nil {
+			return res, err
+		}
+	}
+	if o.Limit == 0 {
+		res.Hits = nil
+		return res, nil
+	}
+	near, sims, err := nearest(ctx, db, o, HybridNearest)
+	if err != nil {
+		return res, err
+	}
+	score := make(map[int64]float64, len(res.Hits)+len(near))
+	byseq := make(map[int64]Hit, len(res.Hits)+len(near))
+	for i, h := range res.Hits {
+		score[h.Seq] += 1 / float64(rrfK+i+1)
+		byseq[h.Seq] = h
+	}
+	for i, seq := range near {
+		score[seq] += 1 / float64(rrfK+i+1)
+	}
+	order := make([]int64, 0, len(score))
+	for seq := range score {
+		order = append(order, seq)
+	}
+	slices.SortFunc(order, func(a, b int64) int { return cmp.Or(cmp.Compare(score[b], score[a]), cmp.Compare(b, a)) })
+	if len(order) > o.Limit {
+		order = order[:o.Limit]
+	}
+	st, err := db.PrepareContext(ctx, "SELECT thread, role, kind, coalesce(name, ''), in_context, coalesce(blob_id, ''), substr(text, 1, "+
+		strconv.Itoa(ExcerptChars+1)+") FROM messages WHERE seq = ?")
+	if err != nil {
+		return res, fmt.Errorf("read hits: %w", err)
+	}
+	defer st.Close()
+	hits := make([]Hit, len(order))
+	for i, seq := range order {
+		h, lexical := byseq[seq]
+		if !lexical { // vector-only: matched_terms 0, the excerpt is the row's head
+			h = Hit{Seq: seq}
+			var text string
+			if err := st.QueryRowContext(ctx, seq).Scan(&h.Thread, &h.Role, &h.Kind, &h.Name, &h.InContext, &h.BlobID, &text); err != nil {
+				return res, fmt.Errorf("read hit %d: %w", seq, err)
+			}
+			h.Excerpt = excerpt(text, 0, ExcerptChars)
+		}
+		h.Rank, h.Similarity = -score[seq], sims[seq]
+		hits[i] = h
+	}
+	res.Hits = hits
 	return res, nil
 }
 

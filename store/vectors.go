@@ -1,0 +1,274 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// blankChars are the characters a row may consist of and still count as blank (no vector,
+// never pending): SQLite's trim() with this set is the SQL side of strings.TrimSpace.
+const blankChars = "char(32, 9, 10, 11, 12, 13)"
+
+// nonBlank is the SQL condition for a messages row (aliased m) that is worth a vector. The
+// octet_length test comes first because SQLite answers it without reading the text, so
+// counting pending rows does not read every long tool result; a long all-blank row passes it
+// and the embedder marks it dim = 0 when it reads the text.
+const nonBlank = "(octet_length(m.text) > 64 OR trim(m.text, " + blankChars + ") != '')"
+
+// encodeVector is the vectors.blob form: float32 little-endian.
+func encodeVector(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+	}
+	return b
+}
+
+// decodeVector reads a vectors.blob; nil when its length is not 4 × dim.
+func decodeVector(b []byte, dim int) []float32 {
+	if dim <= 0 || len(b) != 4*dim {
+		return nil
+	}
+	v := make([]float32, dim)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+// PutVectors stores one vector per seq for model in one BEGIN IMMEDIATE transaction on the
+// session's writer connection, so it queues behind the proxy's writes instead of racing them
+// (contract: Vectors). An empty vector stores dim = 0 with an empty blob: the row was given up
+// on and nearest-neighbour search ignores it. An existing vector of the same model is replaced.
+func (d *DB) PutVectors(model string, vecs map[int64][]float32) error {
+	if model == "" {
+		return errors.New("put vectors: empty model")
+	}
+	if len(vecs) == 0 {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return errClosed
+	}
+	ctx := context.Background()
+	if _, err := d.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("put vectors: begin: %w", err)
+	}
+	err := func() error {
+		st, err := d.conn.PrepareContext(ctx, "INSERT OR REPLACE INTO vectors (message_seq, model, dim, blob) VALUES (?, ?, ?, ?)")
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for seq, v := range vecs {
+			if _, err := st.ExecContext(ctx, seq, model, len(v), encodeVector(v)); err != nil {
+				return err
+			}
+		}
+		_, err = d.conn.ExecContext(ctx, "COMMIT")
+		return err
+	}()
+	if err != nil {
+		_, _ = d.conn.ExecContext(ctx, "ROLLBACK")
+		return fmt.Errorf("put vectors: %w", err)
+	}
+	return nil
+}
+
+// pendingVectors lists the non-blank rows without a vector (or skip mark) for model, in the
+// contract's embedding order: trimmed rows first, then newest first.
+func (d *DB) pendingVectors(model string) ([]int64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, errClosed
+	}
+	rows, err := d.conn.QueryContext(context.Background(), "SELECT m.seq FROM messages m WHERE "+nonBlank+
+		" AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.message_seq = m.seq AND v.model = ?) ORDER BY m.in_context, m.seq DESC", model)
+	if err != nil {
+		return nil, fmt.Errorf("list rows to embed: %w", err)
+	}
+	defer rows.Close()
+	var seqs []int64
+	for rows.Next() {
+		var s int64
+		if err := rows.Scan(&s); err != nil {
+			return nil, fmt.Errorf("list rows to embed: %w", err)
+		}
+		seqs = append(seqs, s)
+	}
+	return seqs, rows.Err()
+}
+
+// vectorInputs reads the first maxChars characters (code points: SQLite's substr on TEXT) of
+// each row in seqs. Rows that no longer exist are absent from the map.
+func (d *DB) vectorInputs(seqs []int64, maxChars int) (map[int64]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, errClosed
+	}
+	args := make([]any, len(seqs))
+	for i, s := range seqs {
+		args[i] = s
+	}
+	rows, err := d.conn.QueryContext(context.Background(), "SELECT seq, substr(text, 1, "+strconv.Itoa(maxChars)+
+		") FROM messages WHERE seq IN (?"+strings.Repeat(", ?", len(seqs)-1)+")", args...)
+	if err != nil {
+		return nil, fmt.Errorf("read rows to embed: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[int64]string, len(seqs))
+	for rows.Next() {
+		var s int64
+		var text string
+		if err := rows.Scan(&s, &text); err != nil {
+			return nil, fmt.Errorf("read rows to embed: %w", err)
+		}
+		out[s] = text
+	}
+	return out, rows.Err()
+}
+
+// VectorStatus is one session's embedding progress for Model (contract: Search, vectors).
+type VectorStatus struct {
+	Model   string // "" when no model is configured and the database has no vectors
+	Filled  int    // rows with a vector (dim > 0)
+	Pending int    // non-blank rows without a vector for Model
+	Skipped int    // rows given up on (dim = 0)
+}
+
+// Vectors picks the model a hybrid search uses and reports its progress: configured when it
+// has vectors in this database, else the model with the most vectors, else configured (whose
+// rows are then all pending). With no configured model and no vectors, Model is "".
+func (rd *Reader) Vectors(ctx context.Context, configured string) (VectorStatus, error) {
+	db, err := rd.pool()
+	if err != nil {
+		return VectorStatus{}, err
+	}
+	st := VectorStatus{Model: configured}
+	rows, err := db.QueryContext(ctx, "SELECT model, count(*) FROM vectors WHERE dim > 0 GROUP BY model ORDER BY count(*) DESC, model")
+	if err != nil {
+		return st, fmt.Errorf("read vector models: %w", err)
+	}
+	best, bestN, configuredN := "", 0, 0
+	for rows.Next() {
+		var m string
+		var n int
+		if err := rows.Scan(&m, &n); err != nil {
+			rows.Close()
+			return st, fmt.Errorf("read vector models: %w", err)
+		}
+		if best == "" {
+			best, bestN = m, n
+		}
+		if m == configured {
+			configuredN = n
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return st, err
+	}
+	switch {
+	case configured != "" && configuredN > 0:
+		st.Model, st.Filled = configured, configuredN
+	case best != "":
+		st.Model, st.Filled = best, bestN
+	}
+	if st.Model == "" {
+		return st, nil
+	}
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM vectors WHERE model = ? AND dim = 0", st.Model).Scan(&st.Skipped); err != nil {
+		return st, fmt.Errorf("count skipped vectors: %w", err)
+	}
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM messages m WHERE "+nonBlank+
+		" AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.message_seq = m.seq AND v.model = ?)", st.Model).Scan(&st.Pending); err != nil {
+		return st, fmt.Errorf("count pending vectors: %w", err)
+	}
+	return st, nil
+}
+
+// nearest returns the k rows nearest to q by cosine among model's vectors of q's dimension
+// under the filters, best first, and every scanned row's similarity.
+func nearest(ctx context.Context, db *sql.DB, o SearchOptions, k int) ([]int64, map[int64]float64, error) {
+	q := o.QueryVector
+	var qn float64
+	for _, f := range q {
+		qn += float64(f) * float64(f)
+	}
+	if qn == 0 {
+		return nil, nil, nil
+	}
+	qn = math.Sqrt(qn)
+	filter, fargs := where(o, "m.role", nil)
+	args := append([]any{o.VectorModel, len(q)}, fargs...)
+	rows, err := db.QueryContext(ctx, "SELECT v.message_seq, v.blob FROM vectors v JOIN messages m ON m.seq = v.message_seq "+
+		"WHERE v.model = ? AND v.dim = ?"+filter, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scan vectors: %w", err)
+	}
+	defer rows.Close()
+	type scored struct {
+		seq int64
+		sim float64
+	}
+	var all []scored
+	sims := make(map[int64]float64)
+	var blob []byte
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq, &blob); err != nil {
+			return nil, nil, fmt.Errorf("scan vectors: %w", err)
+		}
+		if len(blob) != 4*len(q) {
+			continue
+		}
+		var dot, n float64
+		for i, f := range q {
+			x := float64(math.Float32frombits(binary.LittleEndian.Uint32(blob[4*i:])))
+			dot += float64(f) * x
+			n += x * x
+		}
+		if n == 0 {
+			continue
+		}
+		s := dot / (qn * math.Sqrt(n))
+		sims[seq] = s
+		all = append(all, scored{seq, s})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("scan vectors: %w", err)
+	}
+	// Partial selection would do; the sort is over one session's rows.
+	sortScored := func(a, b scored) int {
+		switch {
+		case a.sim > b.sim:
+			return -1
+		case a.sim < b.sim:
+			return 1
+		case a.seq > b.seq:
+			return -1
+		case a.seq < b.seq:
+			return 1
+		}
+		return 0
+	}
+	slices.SortFunc(all, sortScored)
+	if len(all) > k {
+		all = all[:k]
+	}
+	out := make([]int64, len(all))
+	for i, s := range all {
+		out[i] = s.seq
+	}
+	return out, sims, nil
+}

@@ -386,7 +386,7 @@ func (s *Server) search(ctx context.Context, req mcpgo.CallToolRequest, rec *cal
 				return nil, ctx.Err()
 			}
 			if err != nil {
-				out.EmbeddingError = fmt.Sprintf("embedding the query with %s at %s failed: %v; lexical ranking ran", m, s.embed.URL(), err)
+				out.EmbeddingError = fmt.Sprintf("embedding the query with %s at %s failed: %v; lexical ranking ran", m, s.embed.SafeURL(), err)
 				queryVecs = nil
 				break
 			}
@@ -468,7 +468,7 @@ func hitJSON(sid string, h store.Hit, query, hybrid bool) searchHit {
 	if query {
 		out.MatchedTerms = intp(h.MatchedTerms)
 	}
-	if hybrid && h.Similarity != 0 {
+	if hybrid && h.HasVector {
 		sim := math.Round(h.Similarity*10000) / 10000
 		out.Similarity = &sim
 	}

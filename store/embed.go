@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -53,6 +55,16 @@ func NewEmbedClient(url, apiKey string, hc *http.Client) *EmbedClient {
 
 // URL is the endpoint's base URL.
 func (c *EmbedClient) URL() string { return c.url }
+
+// SafeURL is the endpoint with any password in it replaced by "xxxxx", for messages an agent
+// or a log may show.
+func (c *EmbedClient) SafeURL() string {
+	u, err := url.Parse(c.url)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
 
 // EmbedError is a failed embeddings call: Type names the failure for the log line (timeout,
 // connect, http_<status>, decode, count), Location where it was detected (store/embed.go:<line>).
@@ -327,6 +339,9 @@ func (e *Embedder) setBatchSize(n int) {
 // that failed in earlier runs last, in adaptive batches, until none is left, the endpoint
 // looks down, or ctx ends.
 func (e *Embedder) runSession(ctx context.Context, sid string) {
+	if _, err := os.Stat(e.root.sessionFile(sid, ".db")); err != nil {
+		return // deleted (retention) since it was queued: opening it would create it again
+	}
 	db, err := e.root.Session(sid)
 	if err != nil {
 		typ, loc := embedErrType(err)
@@ -379,7 +394,7 @@ func (e *Embedder) runSession(ctx context.Context, sid string) {
 			t, ok := texts[s]
 			switch {
 			case !ok:
-			case strings.TrimSpace(t) == "": // blank to Go though not to SQLite's trim: never pending again
+			case blankText(t): // a head of blanks (the text was cut to max_chars): nothing to embed
 				blank[s] = nil
 			default:
 				inputs = append(inputs, t)

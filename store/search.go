@@ -67,7 +67,8 @@ type Hit struct {
 	MatchedTerms int    // distinct query words the row contains (0 for pattern searches)
 	BlobID       string
 	Rank         float64 // lower is better: bm25 for queries, -seq for patterns, -RRF score for hybrid
-	Similarity   float64 // hybrid: cosine similarity to the query (0 when the row has no vector)
+	Similarity   float64 // hybrid: cosine similarity to the query
+	HasVector    bool    // hybrid: the row has a vector of the query's model (Similarity is set)
 	Before       []Neighbour
 	After        []Neighbour
 }
@@ -348,7 +349,8 @@ func searchHybrid(ctx context.Context, db *sql.DB, o SearchOptions, words []stri
 			}
 			h.Excerpt = excerpt(text, 0, ExcerptChars)
 		}
-		h.Rank, h.Similarity = -score[seq], sims[seq]
+		h.Rank = -score[seq]
+		h.Similarity, h.HasVector = sims[seq]
 		hits[i] = h
 	}
 	res.Hits = hits

@@ -16,11 +16,13 @@ import (
 // never pending): SQLite's trim() with this set is the SQL side of strings.TrimSpace.
 const blankChars = "char(32, 9, 10, 11, 12, 13)"
 
-// nonBlank is the SQL condition for a messages row (aliased m) that is worth a vector. The
-// octet_length test comes first because SQLite answers it without reading the text, so
-// counting pending rows does not read every long tool result; a long all-blank row passes it
-// and the embedder marks it dim = 0 when it reads the text.
-const nonBlank = "(octet_length(m.text) > 64 OR trim(m.text, " + blankChars + ") != '')"
+// nonBlank is the SQL condition for a messages row (aliased m) that is worth a vector. It
+// reads the whole text; blankText is the same test in Go, so a row is never pending to
+// one side and blank to the other.
+const nonBlank = "(trim(m.text, " + blankChars + ") != '')"
+
+// blankText reports whether t holds only the characters of blankChars.
+func blankText(t string) bool { return strings.Trim(t, " \t\n\v\f\r") == "" }
 
 // encodeVector is the vectors.blob form: float32 little-endian.
 func encodeVector(v []float32) []byte {

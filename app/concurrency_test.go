@@ -2,7 +2,8 @@ package app_test
 
 // The concurrency test: the real serve command, in process, with 8 simulated Claude Code
 // sessions writing through the proxy and 8 MCP clients reading the same context store at the
-// same time. It runs in `make test` (no build tag): 30 s, or 10 s with -short;
+// same time, for a minute as the recall issue asks. It runs in `make test` (no build tag):
+// 60 s, or 10 s with -short;
 // SMARTER_COMPACT_CONCURRENCY_SECONDS overrides both (at most 600).
 
 import (
@@ -62,10 +63,10 @@ func concDuration(t *testing.T) time.Duration {
 		return time.Duration(n) * time.Second
 	}
 	if testing.Short() {
-		t.Log("-short: running the load for 10 s instead of 30 s")
+		t.Log("-short: running the load for 10 s instead of 60 s")
 		return 10 * time.Second
 	}
-	return 30 * time.Second
+	return 60 * time.Second
 }
 
 // TestConcurrencyServeUnderLoad runs app.Main("serve") over a fresh context store with the

@@ -65,9 +65,10 @@ func searchBenchRows(n int) []RowWrite {
 	return rows
 }
 
-// BenchmarkSearch: a 50,000-row session written through DB.SyncRows; each sub-benchmark is one
-// Search (hits with excerpts, TotalMatches and LineMatches) or one Query.
-func BenchmarkSearch(b *testing.B) {
+// newSearchBench writes the 50,000 rows of searchBenchRows to session "bench" through
+// DB.SyncRows, 1000 rows a call, and opens a reader on it.
+func newSearchBench(b *testing.B) (*DB, *Reader) {
+	b.Helper()
 	r := newRoot(b)
 	d := mustSession(b, r, "bench")
 	rows := searchBenchRows(50000)
@@ -77,7 +78,6 @@ func BenchmarkSearch(b *testing.B) {
 		}
 	}
 	rd := mustReader(b, r, "bench")
-	ctx := context.Background()
 	var lines int
 	if err := rd.db.QueryRow("SELECT count(*) FROM lines").Scan(&lines); err != nil {
 		b.Fatal(err)
@@ -85,6 +85,14 @@ func BenchmarkSearch(b *testing.B) {
 	fi, _ := os.Stat(d.Path())
 	wi, _ := os.Stat(d.Path() + "-wal")
 	b.Logf("50000 rows, %d lines, db %d MB, wal %d MB", lines, fi.Size()>>20, wi.Size()>>20)
+	return d, rd
+}
+
+// BenchmarkSearch: a 50,000-row session written through DB.SyncRows; each sub-benchmark is one
+// Search (hits with excerpts, TotalMatches and LineMatches) or one Query.
+func BenchmarkSearch(b *testing.B) {
+	_, rd := newSearchBench(b)
+	ctx := context.Background()
 	user := []string{"user", "tool"}
 	trimmed := false
 	for _, c := range []struct {

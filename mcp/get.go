@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // getPage is the page size of smart_compact_get in characters (code points; DESIGN.md §6,
@@ -52,7 +54,7 @@ func (s *Server) get(req mcpgo.CallToolRequest, rec *callRecord) (*mcpgo.CallToo
 	if !ok {
 		return nil, toolErrorf("id is required: the 16-character hex blob id from the [smarter-compact: …] marker or from blob_ids in smart_compact_search results")
 	}
-	if !validBlobID(id) {
+	if !store.ValidBlobID(id) {
 		return nil, toolErrorf("id %q is not a blob id: want 16 lowercase hex characters (0-9, a-f), e.g. 3f2a9c0d11e4b7a8", truncate(id, 40))
 	}
 	offset, err := a.integer("offset", 0, 0, 1<<31-1)
@@ -95,16 +97,4 @@ func byteIndex(s string, n int) int {
 		i++
 	}
 	return len(s)
-}
-
-func validBlobID(id string) bool {
-	if len(id) != 16 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -16,7 +16,8 @@ func BlobID(text string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func validBlobID(id string) bool {
+// ValidBlobID reports whether id has the blob id form: 16 lowercase hex (contract: blobs).
+func ValidBlobID(id string) bool {
 	if len(id) != 16 {
 		return false
 	}
@@ -50,7 +51,7 @@ func (r *Root) WriteBlob(text string) (id string, err error) {
 // ReadBlob returns the text of blobs/<id>.txt. An id that is not 16 lowercase hex digits is an
 // error; a missing blob gives an error wrapping fs.ErrNotExist.
 func (r *Root) ReadBlob(id string) (string, error) {
-	if !validBlobID(id) {
+	if !ValidBlobID(id) {
 		return "", fmt.Errorf("read blob: invalid id %q: want 16 lowercase hex digits", id)
 	}
 	b, err := os.ReadFile(r.blobPath(id))

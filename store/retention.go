@@ -146,7 +146,7 @@ func (r *Root) Sweep(ttlDays int, now time.Time) (SweepReport, error) {
 	}
 	for _, e := range blobs {
 		id, ok := strings.CutSuffix(e.Name(), ".txt")
-		if !ok || !validBlobID(id) || refs[id] || !e.Type().IsRegular() {
+		if !ok || !ValidBlobID(id) || refs[id] || !e.Type().IsRegular() {
 			continue
 		}
 		info, err := e.Info()

@@ -282,6 +282,7 @@ func parseMessage(raw []byte) (*message, error) {
 	case "user", "assistant":
 	case "system":
 		m.pinned = true
+		m.markers = countMarkers(raw) // its content is not parsed into blocks
 		return m, nil
 	default:
 		return nil, fmt.Errorf("message role %q", m.role)

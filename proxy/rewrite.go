@@ -55,7 +55,6 @@ func (p *Proxy) rewriteFor(h http.Header, body []byte, dry bool, out **session) 
 	if err != nil {
 		return nil, newFault("parse", err)
 	}
-	bpCount, bpAt := breakpoints(req)
 	if sess == nil {
 		if sid = sessionID(h, req); sid == "" {
 			tmp := &session{threads: map[string][]*message{}}
@@ -76,6 +75,7 @@ func (p *Proxy) rewriteFor(h http.Header, body []byte, dry bool, out **session) 
 	if err != nil {
 		return nil, newFault("parse", err)
 	}
+	bpCount, bpAt := breakpoints(req, msgs)
 	now := p.now()
 	ts := sess.state.Threads[thread]
 	if ts == nil {
@@ -114,7 +114,7 @@ func (p *Proxy) rewriteFor(h http.Header, body []byte, dry bool, out **session) 
 			if la := latestAssistant(msgs); la >= 0 && plan.strip >= la {
 				// named by the latest assistant message at trim time (it always has rows);
 				// models that bind thinking strip it too (api-rules §1.7.4)
-				ts.Strip, ts.StripFP, ts.StripAfter = plan.strip, msgs[la].firstFP, plan.strip > la
+				ts.StripFP, ts.StripAfter = msgs[la].firstFP, plan.strip > la
 			}
 			trimmed = 2
 			after := est(plan, block)
@@ -241,8 +241,9 @@ func (p *Proxy) event(sid string, e store.Event) {
 }
 
 // breakpoints counts the incoming request's cache_control markers and names their
-// positions in prefix order: tools, system, m-<k> (contract: Events, breakpoints).
-func breakpoints(req *anthropicRequest) (int64, string) {
+// positions in prefix order: tools, system, m-<k> (contract: Events, breakpoints). The
+// messages' markers were counted when they were parsed, so a repeated history costs nothing.
+func breakpoints(req *anthropicRequest, msgs []*message) (int64, string) {
 	var pos []string
 	for i := countMarkers(req.tools); i > 0; i-- {
 		pos = append(pos, "tools")
@@ -250,10 +251,9 @@ func breakpoints(req *anthropicRequest) (int64, string) {
 	for i := countMarkers(req.system); i > 0; i-- {
 		pos = append(pos, "system")
 	}
-	for i, raw := range req.rawMsgs {
-		n := countMarkers(raw)
-		for ; n > 0; n-- {
-			pos = append(pos, "m-"+strconv.Itoa(len(req.rawMsgs)-i))
+	for i, m := range msgs {
+		for n := m.markers; n > 0; n-- {
+			pos = append(pos, "m-"+strconv.Itoa(len(msgs)-i))
 		}
 	}
 	return int64(len(pos)), strings.Join(pos, ",")

@@ -18,7 +18,6 @@ type trimState struct {
 type threadState struct {
 	Cut     string `json:"cut,omitempty"`      // first row of the cut turn
 	Gap     string `json:"gap,omitempty"`      // first row of the first kept tail message; "" no gap
-	Strip   int    `json:"strip,omitempty"`    // index of the strip point at trim time (informational)
 	StripFP string `json:"strip_fp,omitempty"` // first row of the latest assistant message at trim time; "" strips none
 	// StripAfter: that message loses its thinking too (models that bind thinking to its
 	// prefix), so the strip point is the message after it.

@@ -36,10 +36,12 @@ vet:
 race:
 	$(GO) test -race -tags '$(TAGS)' -count=1 ./...
 
-## e2e: end-to-end tests (build tag e2e, named TestE2E…): the real Claude Code CLI through the
-## real `serve` against a scripted strict fake model. The CLI comes from SMARTER_COMPACT_E2E_CLAUDE,
-## else `claude` on PATH; without it the test skips and says why (SMARTER_COMPACT_E2E_REQUIRE=1
-## makes that a failure). bash .ci/run installs it into .cache/e2e-clients.
+## e2e: end-to-end tests (build tag e2e, named TestE2E…): the real agent CLIs (Claude Code, Codex,
+## OpenCode) through the real `serve` against a scripted strict fake model. Each CLI comes from
+## SMARTER_COMPACT_E2E_CLAUDE, SMARTER_COMPACT_E2E_CODEX or SMARTER_COMPACT_E2E_OPENCODE, else
+## `claude`, `codex` or `opencode` on PATH; without it its test skips and says why
+## (SMARTER_COMPACT_E2E_REQUIRE=1 makes that a failure). bash .ci/run installs all three into
+## .cache/e2e-clients.
 e2e:
 	$(GO) vet -tags '$(TAGS) e2e' ./app/
 	$(GO) test -tags '$(TAGS) e2e' ./app/ -run E2E -count=1 -v

@@ -6,22 +6,31 @@ import (
 	"strings"
 )
 
-// anthropicRequest is one Anthropic Messages request split into byte spans
-// (api-rules §1.1). Nothing in it is re-encoded; rendering splices these spans.
-type anthropicRequest struct {
+// request is one model-API request split into byte spans: an Anthropic Messages body
+// (api-rules §1.1), a Chat Completions body (§3) or a Responses body (§4). Nothing in it is
+// re-encoded; rendering splices these spans.
+type request struct {
+	format   apiFormat
 	body     []byte
 	top      []member
 	model    string
 	stream   bool
-	system   []byte // raw value of "system", nil when absent
+	system   []byte // Anthropic "system", Responses "instructions"; nil when absent
 	tools    []byte
 	metadata []byte
 	thinking []byte
 	// promptCacheKey is the top-level prompt_cache_key string, if any.
 	promptCacheKey string
-	messagesAt     int // index into top of "messages"
-	systemAt       int // index into top of "system", -1 when absent
+	messagesAt     int // index into top of the message list ("messages", Responses "input")
+	systemAt       int // index into top of system / instructions, -1 when absent
 	rawMsgs        [][]byte
+	// stringInput: a Responses input sent as one string; rawMsgs then holds one synthetic
+	// user message item and the view sends a list.
+	stringInput bool
+	// passThrough names why the request must reach the upstream untouched ("" when it
+	// may be rewritten): a Codex compaction request, or a continuation by
+	// previous_response_id whose history lives upstream.
+	passThrough string
 }
 
 // known is what a session's previous request looked like: its top-level member values and
@@ -29,17 +38,22 @@ type anthropicRequest struct {
 // byte is compared, not scanned again, so parsing costs one memory comparison of the known
 // prefix plus a scan of what is new (DESIGN.md §4, fast path).
 type known struct {
-	top  map[string][]byte
-	msgs [][]byte
+	format apiFormat
+	top    map[string][]byte
+	msgs   [][]byte
 }
 
 // remember records req as the known shape for the next request of its session. Top-level
 // values are copied (the body is not kept); the messages are those the thread cache holds.
 // prev (may be nil) lends its copies of values that did not change.
-func remember(req *anthropicRequest, msgs []*message, prev *known) *known {
-	k := &known{top: make(map[string][]byte, len(req.top)), msgs: make([][]byte, len(msgs))}
+func remember(req *request, msgs []*message, prev *known) *known {
+	k := &known{format: req.format, top: make(map[string][]byte, len(req.top)), msgs: make([][]byte, len(msgs))}
+	if prev != nil && prev.format != req.format {
+		prev = nil
+	}
+	list := req.format.listKey()
 	for _, m := range req.top {
-		if m.key == "messages" {
+		if m.key == list {
 			continue
 		}
 		if prev != nil && bytes.Equal(prev.top[m.key], m.val) {
@@ -48,23 +62,36 @@ func remember(req *anthropicRequest, msgs []*message, prev *known) *known {
 			k.top[m.key] = bytes.Clone(m.val)
 		}
 	}
-	for i, m := range msgs {
-		k.msgs[i] = m.raw
+	if !req.stringInput {
+		for i, m := range msgs {
+			k.msgs[i] = m.raw
+		}
 	}
 	return k
 }
 
-// parseAnthropic splits a request body into spans; k (may be nil) is the session's previous
-// request.
-func parseAnthropic(body []byte, k *known) (*anthropicRequest, error) {
-	top, msgs, end, err := scanTop(body, k)
+// parseAnthropic splits an Anthropic Messages body into spans; k (may be nil) is the
+// session's previous request.
+func parseAnthropic(body []byte, k *known) (*request, error) {
+	return parseRequest(anthropicFormat, body, k)
+}
+
+// parseRequest splits a request body of format f into spans; k (may be nil) is the
+// session's previous request. The error names what is wrong; the caller forwards the
+// body unchanged.
+func parseRequest(f apiFormat, body []byte, k *known) (*request, error) {
+	if k != nil && k.format != f {
+		k = nil
+	}
+	list := f.listKey()
+	top, msgs, end, err := scanTop(body, k, list)
 	if err != nil {
 		return nil, fmt.Errorf("request body: %w", err)
 	}
 	if skipSpace(body, end) != len(body) {
 		return nil, fmt.Errorf("request body: data after the JSON value")
 	}
-	req := &anthropicRequest{body: body, top: top, messagesAt: -1, systemAt: -1}
+	req := &request{format: f, body: body, top: top, messagesAt: -1, systemAt: -1}
 	for i, m := range top {
 		switch m.key {
 		case "model":
@@ -73,8 +100,6 @@ func parseAnthropic(body []byte, k *known) (*anthropicRequest, error) {
 			}
 		case "stream":
 			req.stream = string(m.val) == "true"
-		case "system":
-			req.system, req.systemAt = m.val, i
 		case "tools":
 			req.tools = m.val
 		case "metadata":
@@ -85,29 +110,59 @@ func parseAnthropic(body []byte, k *known) (*anthropicRequest, error) {
 			if kindOf(m.val) == '"' {
 				req.promptCacheKey, _ = decodeString(m.val)
 			}
-		case "messages":
+		case "previous_response_id":
+			if f == responsesFormat && kindOf(m.val) == '"' {
+				req.passThrough = "previous_response_id"
+			}
+		case list:
 			req.messagesAt = i
 		}
+		if (f == anthropicFormat && m.key == "system") || (f == responsesFormat && m.key == "instructions") {
+			req.system, req.systemAt = m.val, i
+		}
 	}
-	if req.messagesAt < 0 || msgs == nil {
-		return nil, fmt.Errorf("request body: no messages list")
+	if req.messagesAt < 0 {
+		return nil, fmt.Errorf("request body: no %s list", list)
+	}
+	if msgs == nil && f == responsesFormat && kindOf(top[req.messagesAt].val) == '"' {
+		// a string input is one user message (api-rules §4.1)
+		item := make([]byte, 0, len(top[req.messagesAt].val)+40)
+		item = append(item, `{"type":"message","role":"user","content":`...)
+		item = append(item, bytes.TrimSpace(top[req.messagesAt].val)...)
+		msgs, req.stringInput = [][]byte{append(item, '}')}, true
+	}
+	if msgs == nil {
+		return nil, fmt.Errorf("request body: no %s list", list)
 	}
 	req.rawMsgs = msgs
 	if req.system != nil {
 		switch kindOf(req.system) {
-		case '"', '[':
+		case '"':
+		case '[':
+			if f == responsesFormat {
+				return nil, fmt.Errorf("instructions: want a string")
+			}
 		case 'n': // null: as if absent
 			req.system = nil
 		default:
 			return nil, fmt.Errorf("system: want a string or a list of blocks")
 		}
 	}
+	if f == responsesFormat && req.passThrough == "" && bytes.Contains(body, []byte(`"compaction`)) {
+		for _, raw := range msgs {
+			if t := itemType(raw); t == "compaction" || t == "compaction_trigger" {
+				req.passThrough = t
+				break
+			}
+		}
+	}
 	return req, nil
 }
 
-// scanTop reads the top-level object of body: its members, the elements of "messages", and
-// where the object ends. Values that repeat k's byte for byte are matched, not scanned.
-func scanTop(body []byte, k *known) (top []member, msgs [][]byte, end int, err error) {
+// scanTop reads the top-level object of body: its members, the elements of the list member
+// (list: "messages" or "input"), and where the object ends. Values that repeat k's byte for
+// byte are matched, not scanned.
+func scanTop(body []byte, k *known, list string) (top []member, msgs [][]byte, end int, err error) {
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return nil, nil, 0, fmt.Errorf("%w: want an object", errJSON)
@@ -135,10 +190,10 @@ func scanTop(body []byte, k *known) (top []member, msgs [][]byte, end int, err e
 		vs := skipSpace(body, i+1)
 		var ve int
 		switch {
-		case key == "messages" && (vs >= len(body) || body[vs] != '['):
-			msgs = nil // the last "messages" member must be the list
+		case key == list && (vs >= len(body) || body[vs] != '['):
+			msgs = nil // the last list member must be the list
 			ve, err = skipValueDepth(body, vs, 1)
-		case key == "messages":
+		case key == list:
 			var hint [][]byte
 			if k != nil {
 				hint = k.msgs
@@ -253,6 +308,36 @@ type message struct {
 	// rendered is the message as the view sends it when it differs from raw (compressed
 	// results); nil means raw.
 	rendered []byte
+
+	// pinAlways marks a pinned Chat or Responses system/developer message: every trim keeps
+	// it (contract: Trim, pinned messages). An Anthropic role "system" message instead
+	// stays exactly when the message before it stays.
+	pinAlways bool
+	// stepStart: the message opens a step of an agent loop (contract: in-turn gap).
+	stepStart bool
+	// key names the message in the trim state: the fingerprint of its first row, or, for
+	// a message without rows, a hash of the chain before it and of its bytes.
+	key string
+	// pre holds the rows of a Chat message or Responses item, computed at parse time;
+	// rowsFor chains them. nil for Anthropic messages, whose rows come from blocks.
+	pre []preRow
+	// Responses items: the item type, the member index of "id" (-1 when absent), whether
+	// it is a reasoning item, and whether the model produced it (reasoning, an assistant
+	// message, a call), which is what a reasoning item's linkage covers (api-rules §4.2).
+	itemType    string
+	idAt        int
+	reasoning   bool
+	modelOutput bool
+	// thinkingAt is the member index of a Chat message's thinking_blocks, -1 when absent.
+	thinkingAt int
+}
+
+// preRow is one row of a Chat message or Responses item before chaining. A tool_result's
+// name comes from its call id when the row is chained; compress names the member whose
+// text may be compressed ("" when none).
+type preRow struct {
+	role, kind, name, text string
+	callID, compress       string
 }
 
 type toolUse struct{ id, name string }
@@ -269,7 +354,7 @@ func parseMessage(raw []byte) (*message, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &message{raw: raw, members: mem, contentAt: -1}
+	m := &message{raw: raw, members: mem, contentAt: -1, idAt: -1, thinkingAt: -1}
 	for i, f := range mem {
 		switch f.key {
 		case "role":
@@ -316,6 +401,7 @@ func parseMessage(raw []byte) (*message, error) {
 		m.realUser = len(m.toolResIDs) < len(m.blocks)
 	} else {
 		m.finalReply = len(m.toolUses) == 0
+		m.stepStart = true
 	}
 	return m, nil
 }

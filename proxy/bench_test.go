@@ -71,7 +71,7 @@ func (c *benchConvo) body() []byte {
 	return []byte(b.String())
 }
 
-func benchProxy(b *testing.B, trimAt int) *Proxy {
+func benchProxy(b testing.TB, trimAt int) *Proxy {
 	root, err := store.Open(b.TempDir())
 	if err != nil {
 		b.Fatal(err)

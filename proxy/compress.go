@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/smarter-compact/smarter-compact/store"
@@ -25,6 +26,13 @@ const (
 // result whose content is a string or a list of text blocks without cache_control; any
 // other shape (images, markers inside) is left alone.
 func (p *Proxy) compressToolResult(blockRaw []byte, text string) (string, []byte, error) {
+	return p.compressMember(blockRaw, "content", text)
+}
+
+// compressMember is compressToolResult for the object whose member key holds the result:
+// an Anthropic tool_result's "content", a Chat tool message's "content", a Responses
+// output item's "output".
+func (p *Proxy) compressMember(blockRaw []byte, key, text string) (string, []byte, error) {
 	limit := p.settings.CompressOverTokens
 	if limit <= 0 {
 		return "", nil, nil
@@ -39,7 +47,7 @@ func (p *Proxy) compressToolResult(blockRaw []byte, text string) (string, []byte
 	}
 	at := -1
 	for i, f := range fields {
-		if f.key == "content" {
+		if f.key == key {
 			at = i
 		}
 	}
@@ -75,7 +83,7 @@ func plainTextContent(content []byte) bool {
 				return false
 			}
 			for _, f := range fields {
-				if f.key == "cache_control" || f.key == "type" && string(f.val) != `"text"` {
+				if f.key == "cache_control" || f.key == "type" && partKind(string(bytes.Trim(f.val, `"`))) != "text" {
 					return false
 				}
 			}

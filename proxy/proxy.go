@@ -155,19 +155,57 @@ func routeFor(r *http.Request) (route, bool) {
 		return route{}, false
 	}
 	if rest, ok := cut("/backend-api/codex"); ok {
-		return route{"codex", "codex", rest}, true
+		return route{inferAgent(r, "codex"), "codex", rest}, true
 	}
 	if strings.HasPrefix(path, "/v1/messages") {
-		agent := "unknown"
-		if r.Header.Get("X-Claude-Code-Session-Id") != "" || strings.HasPrefix(r.Header.Get("User-Agent"), "claude-cli/") {
-			agent = "claude-code"
-		}
-		return route{agent, "anthropic", path}, true
+		return route{inferAgent(r, "unknown"), "anthropic", path}, true
 	}
 	if strings.HasPrefix(path, "/v1/") {
-		return route{"unknown", "openai", path}, true
+		return route{inferAgent(r, "unknown"), "openai", path}, true
 	}
 	return route{}, false
+}
+
+// inferAgent names the agent of a request on a route without an agent prefix, from what
+// the clients send (research/clients.md): Claude Code's session header or user agent,
+// Codex's originator, OpenCode's user agent. A client that sends none of these gets def.
+func inferAgent(r *http.Request, def string) string {
+	ua := r.Header.Get("User-Agent")
+	switch {
+	case r.Header.Get("X-Claude-Code-Session-Id") != "" || strings.HasPrefix(ua, "claude-cli/"):
+		return "claude-code"
+	case strings.HasPrefix(r.Header.Get("Originator"), "codex") || strings.HasPrefix(ua, "codex"):
+		return "codex"
+	case strings.HasPrefix(ua, "opencode/"):
+		return "opencode"
+	}
+	return def
+}
+
+// formatOf returns the wire format the route's path tail names and whether the proxy
+// rewrites it (DESIGN.md §4.1, §4.2): the Anthropic Messages call and its count_tokens
+// (rendered dry), Chat Completions, and Responses. /responses/compact, models and
+// anything else pass through.
+func formatOf(rt route) (f apiFormat, dry, ok bool) {
+	switch rt.family {
+	case "anthropic":
+		switch rt.rest {
+		case "/v1/messages", "/messages":
+			return anthropicFormat, false, true
+		case "/v1/messages/count_tokens", "/messages/count_tokens":
+			// the same view as the model call, so the count matches and the thinking
+			// prefix check (api-rules §2.2) sees what the model saw; nothing is stored
+			return anthropicFormat, true, true
+		}
+	case "openai", "codex":
+		switch {
+		case strings.HasSuffix(rt.rest, "/chat/completions"):
+			return chatFormat, false, true
+		case strings.HasSuffix(rt.rest, "/responses"):
+			return responsesFormat, false, true
+		}
+	}
+	return 0, false, false
 }
 
 // ServeHTTP handles a model-API request: it rewrites an Anthropic Messages call of an
@@ -175,52 +213,68 @@ func routeFor(r *http.Request) (route, bool) {
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, ok := routeFor(r)
 	if !ok {
-		writeError(w, http.StatusNotFound, "not_found_error", "smarter-compact: no model API route for "+r.URL.Path)
+		writeError(w, "anthropic", http.StatusNotFound, "not_found_error", "smarter-compact: no model API route for "+r.URL.Path)
 		return
 	}
 	base, ok := p.settings.Upstreams[rt.family]
 	if !ok || base == "" {
-		writeError(w, http.StatusBadGateway, "api_error", "smarter-compact: no upstream configured for "+rt.family)
+		writeError(w, rt.family, http.StatusBadGateway, "api_error", "smarter-compact: no upstream configured for "+rt.family)
 		return
 	}
-	target, err := url.Parse(strings.TrimRight(base, "/") + rt.rest)
+	dest, err := url.Parse(strings.TrimRight(base, "/") + rt.rest)
 	if err != nil {
-		writeError(w, http.StatusBadGateway, "api_error", "smarter-compact: bad upstream URL for "+rt.family)
+		writeError(w, rt.family, http.StatusBadGateway, "api_error", "smarter-compact: bad upstream URL for "+rt.family)
 		return
 	}
-	target.RawQuery = r.URL.RawQuery
+	dest.RawQuery = r.URL.RawQuery
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	out := r.Clone(ctx)
-	out.URL = target
-	out.Host = target.Host
+	out.URL = dest
+	out.Host = dest.Host
 	out.RequestURI = ""
 
-	if r.Method == http.MethodPost && rt.family == "anthropic" && p.toggles.Enabled(rt.agent) {
-		switch rt.rest {
-		case "/v1/messages":
-			p.serveRewrite(w, out, cancel, false)
-			return
-		case "/v1/messages/count_tokens":
-			// the same view as the model call, so the count matches and the thinking
-			// prefix check (api-rules §2.2) sees what the model saw; nothing is stored
-			p.serveRewrite(w, out, cancel, true)
+	out = out.WithContext(context.WithValue(ctx, routeKey{}, rt))
+	f, dry, rewrites := formatOf(rt)
+	enabled := p.toggles.Enabled(rt.agent)
+	if isUpgrade(r) {
+		if enabled && rewrites && f == responsesFormat {
+			// Codex's Responses WebSocket sends only the new items of each turn
+			// (research/clients.md), so nothing could be trimmed or stored. Refused with
+			// 426, Codex falls back to HTTP with the full history; with trimming off the
+			// upgrade passes through.
+			writeError(w, rt.family, http.StatusUpgradeRequired, "invalid_request_error",
+				"smarter-compact: the Responses WebSocket transport is not proxied while trimming is on; use HTTP (Codex: supports_websockets = false)")
 			return
 		}
+		p.rp.ServeHTTP(w, out)
+		return
 	}
-	out = out.WithContext(withIdle(ctx, cancel, p.settings.IdleTimeout))
+	if r.Method == http.MethodPost && rewrites && enabled {
+		p.serveRewrite(w, out, cancel, target{f, rt.family}, dry)
+		return
+	}
+	out = out.WithContext(withIdle(out.Context(), cancel, p.settings.IdleTimeout))
 	p.rp.ServeHTTP(w, out)
+}
+
+type routeKey struct{}
+
+// isUpgrade reports a WebSocket upgrade request.
+func isUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket") ||
+		strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade") && r.Header.Get("Upgrade") != ""
 }
 
 // serveRewrite reads the body, rewrites it (failing open on any fault) and forwards it.
 // dry renders without trimming or storing (count_tokens).
-func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel context.CancelFunc, dry bool) {
+func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel context.CancelFunc, tg target, dry bool) {
 	ctx := withIdle(out.Context(), cancel, p.settings.IdleTimeout)
 	raw, err := io.ReadAll(io.LimitReader(out.Body, maxBody+1))
 	if err != nil {
 		out.Body.Close()
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "smarter-compact: reading the request body failed: "+err.Error())
+		writeError(w, tg.family, http.StatusBadRequest, "invalid_request_error", "smarter-compact: reading the request body failed: "+err.Error())
 		return
 	}
 	if len(raw) > maxBody {
@@ -236,13 +290,20 @@ func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel co
 		return
 	}
 	out.Body.Close()
-	res := p.rewriteSafely(out.Header, raw, dry)
+	res := p.rewriteSafely(tg, out.Header, raw, dry)
 	if res == nil {
 		setBody(out, raw, out.Header.Get("Content-Encoding"))
 		p.rp.ServeHTTP(w, out.WithContext(ctx))
 		return
 	}
-	setBody(out, res.body, "")
+	body, enc := res.body, ""
+	if tg.family == "codex" && strings.EqualFold(strings.TrimSpace(out.Header.Get("Content-Encoding")), "zstd") {
+		// Codex compresses its bodies for the Codex backend (api-rules §4.4), which
+		// accepts them: send the rewritten body the same way. Other bodies go out as
+		// identity, which every upstream accepts.
+		body, enc = zstdEncoder.EncodeAll(res.body, make([]byte, 0, len(res.body)/4)), "zstd"
+	}
+	setBody(out, body, enc)
 	if !dry {
 		ctx = context.WithValue(ctx, tapKey{}, res)
 	}
@@ -302,7 +363,7 @@ func newFaultAt(skip int, kind string, err error) *fault {
 // rewriteSafely runs the rewrite and turns any error or panic into a fail-open: it logs
 // one line (and a fail_open event once the session is known) and returns nil, so the
 // original request goes upstream unchanged.
-func (p *Proxy) rewriteSafely(h http.Header, raw []byte, dry bool) (res *rewritten) {
+func (p *Proxy) rewriteSafely(tg target, h http.Header, raw []byte, dry bool) (res *rewritten) {
 	var sess *session
 	defer func() {
 		if v := recover(); v != nil {
@@ -326,7 +387,10 @@ func (p *Proxy) rewriteSafely(h http.Header, raw []byte, dry bool) (res *rewritt
 		p.failOpenFault(nil, newFault("decode", err))
 		return nil
 	}
-	res, err = p.rewriteFor(h, body, dry, &sess)
+	res, err = p.rewriteFor(tg, h, body, dry, &sess)
+	if errors.Is(err, errPassThrough) {
+		return nil
+	}
 	if err != nil {
 		var f *fault
 		if !errors.As(err, &f) {
@@ -371,16 +435,32 @@ func errorClass(err error) string {
 	return s
 }
 
-func writeError(w http.ResponseWriter, status int, typ, msg string) {
+// writeError answers with the error envelope of the route's API family: Anthropic's
+// {"type":"error","error":{"type","message"}} (api-rules §1.9) or OpenAI's
+// {"error":{"message","type","param","code"}} (api-rules §4.6).
+func writeError(w http.ResponseWriter, family string, status int, typ, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	b := []byte(`{"type":"error","error":{"type":`)
-	b = appendJSONString(b, typ)
-	b = append(b, `,"message":`...)
-	b = appendJSONString(b, msg)
-	b = append(b, "}}"...)
+	var b []byte
+	if family == "openai" || family == "codex" {
+		b = append(b, `{"error":{"message":`...)
+		b = appendJSONString(b, msg)
+		b = append(b, `,"type":`...)
+		b = appendJSONString(b, typ)
+		b = append(b, `,"param":null,"code":null}}`...)
+	} else {
+		b = append(b, `{"type":"error","error":{"type":`...)
+		b = appendJSONString(b, typ)
+		b = append(b, `,"message":`...)
+		b = appendJSONString(b, msg)
+		b = append(b, "}}"...)
+	}
 	w.Write(b)
 }
+
+// zstdEncoder re-encodes rewritten bodies that came zstd-encoded; EncodeAll is safe for
+// concurrent use.
+var zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
 
 // upstreamError answers when the upstream cannot be reached or stops answering: a 502
 // (504 on a timeout) with an Anthropic-shaped error, never a 200 with an empty body.
@@ -394,7 +474,8 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		status, typ = http.StatusGatewayTimeout, "timeout_error"
 	}
 	p.log.Warn("smarter-compact: upstream request failed", "host", r.URL.Host, "err", err.Error())
-	writeError(w, status, typ, fmt.Sprintf("smarter-compact: upstream %s failed: %v", r.URL.Host, err))
+	rt, _ := r.Context().Value(routeKey{}).(route)
+	writeError(w, rt.family, status, typ, fmt.Sprintf("smarter-compact: upstream %s failed: %v", r.URL.Host, err))
 }
 
 // idle timeout: the upstream must make progress at least every IdleTimeout, both before
@@ -435,7 +516,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		body = &idleReader{ReadCloser: body, st: st}
 	}
 	if res, ok := ctx.Value(tapKey{}).(*rewritten); ok && resp.StatusCode == http.StatusOK {
-		body = newUsageTap(body, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Encoding"), func(u usage) { p.recordUsage(res, u) })
+		body = newUsageTap(body, res.format, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Encoding"), func(u usage) { p.recordUsage(res, u) })
 	}
 	resp.Body = body
 	return nil

@@ -243,7 +243,7 @@ func TestReviewEstimateCountsTheCharactersItForwards(t *testing.T) {
 	}
 	block := PointerText("s", plan.dropped(msgs))
 	estimated := viewChars(req, msgs, plan, block)
-	sent := render(req, msgs, plan, block, false).chars
+	sent := render(req, msgs, plan, block, false, "anthropic").chars
 	if d := estimated - sent; d > 200 || d < -200 {
 		t.Fatalf("the estimate counts %d characters for a view that forwards %d (off by %d): stripped thinking is counted", estimated, sent, d)
 	}

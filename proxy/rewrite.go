@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,33 +15,54 @@ import (
 // rewritten is a request the proxy rewrote, with what the usage tap needs afterwards.
 type rewritten struct {
 	body    []byte
+	format  apiFormat
 	sess    *session
 	thread  string
 	model   string
 	chars   int
 	trimmed int64 // 0 sent whole, 1 carried an earlier cut, 2 made a new cut (contract: Events)
 
-	breakpoints  int64
+	// breakpoints and breakpointAt: the Anthropic route only (contract: Events); nil on
+	// the others.
+	breakpoints  *int64
 	breakpointAt string
+}
+
+// errPassThrough is returned for a request that must reach the upstream untouched (a Codex
+// compaction, a previous_response_id continuation): not a fault, so no fail-open line.
+var errPassThrough = errors.New("pass through")
+
+// target is what the route says about a request: its wire format and the upstream family
+// ("anthropic", "openai", "codex").
+type target struct {
+	format apiFormat
+	family string
 }
 
 // rewrite runs steps 3–10 of the request path (DESIGN.md §4) on a decoded Anthropic
 // Messages body. An error means the request goes upstream unchanged.
 func (p *Proxy) rewrite(h http.Header, body []byte) (*rewritten, *session, error) {
+	return p.rewriteAs(target{anthropicFormat, "anthropic"}, h, body)
+}
+
+// rewriteAs is rewrite for a request of any format.
+func (p *Proxy) rewriteAs(tg target, h http.Header, body []byte) (*rewritten, *session, error) {
 	var sess *session
-	res, err := p.rewriteFor(h, body, false, &sess)
+	res, err := p.rewriteFor(tg, h, body, false, &sess)
 	return res, sess, err
 }
 
-// rewriteFor is rewrite with two more inputs: dry renders the session's current view
-// without trimming, storing or caching anything (count_tokens must see what the model
-// sees: api-rules §2.2 runs the same thinking prefix check), and out receives the session
-// as soon as it is known, so a panic later can still be recorded against it.
-func (p *Proxy) rewriteFor(h http.Header, body []byte, dry bool, out **session) (*rewritten, error) {
+// rewriteFor is rewrite with more inputs: tg names the format and upstream, dry renders
+// the session's current view without trimming, storing or caching anything (count_tokens
+// must see what the model sees: api-rules §2.2 runs the same thinking prefix check), and
+// out receives the session as soon as it is known, so a panic later can still be recorded
+// against it.
+func (p *Proxy) rewriteFor(tg target, h http.Header, body []byte, dry bool, out **session) (*rewritten, error) {
 	// Claude Code names its session in a header, so the session (and what its previous
-	// request looked like) is usually known before the body is parsed.
+	// request looked like) is usually known before the body is parsed. Other clients name
+	// it in the body; a header hint still finds their previous request.
 	var sess *session
-	sid := headerSessionID(h)
+	sid, source := headerSessionID(h)
 	var prev *known
 	if sid != "" {
 		var err error
@@ -50,19 +72,24 @@ func (p *Proxy) rewriteFor(h http.Header, body []byte, dry bool, out **session) 
 		defer sess.mu.Unlock()
 		*out = sess
 		prev = sess.last
+	} else if hint := hintSessionID(h); hint != "" {
+		prev = p.peekKnown(hint)
 	}
-	req, err := parseAnthropic(body, prev)
+	req, err := parseRequest(tg.format, body, prev)
 	if err != nil {
 		return nil, newFault("parse", err)
 	}
+	if req.passThrough != "" {
+		return nil, errPassThrough
+	}
 	if sess == nil {
-		if sid = sessionID(h, req); sid == "" {
+		if sid, source = sessionIDSource(h, req); sid == "" {
 			tmp := &session{threads: map[string][]*message{}}
 			msgs, _, err := p.buildMessages(tmp, req)
 			if err != nil {
 				return nil, newFault("parse", err)
 			}
-			sid = fallbackSessionID(req, msgs)
+			sid, source = fallbackSessionID(req, msgs), "fingerprint"
 		}
 		if sess, err = p.lockedSession(sid); err != nil {
 			return nil, newFault("state", err)
@@ -70,12 +97,18 @@ func (p *Proxy) rewriteFor(h http.Header, body []byte, dry bool, out **session) 
 		defer sess.mu.Unlock()
 		*out = sess
 	}
+	p.noteSource(sess, source)
 
 	msgs, thread, err := p.buildMessages(sess, req)
 	if err != nil {
 		return nil, newFault("parse", err)
 	}
-	bpCount, bpAt := breakpoints(req, msgs)
+	var bpCount *int64
+	var bpAt string
+	if req.format == anthropicFormat {
+		n, at := breakpoints(req, msgs)
+		bpCount, bpAt = &n, at
+	}
 	now := p.now()
 	ts := sess.state.Threads[thread]
 	if ts == nil {
@@ -107,14 +140,18 @@ func (p *Proxy) rewriteFor(h http.Header, body []byte, dry bool, out **session) 
 		if next.active() && next.dropped(msgs) > plan.dropped(msgs) {
 			dropped := next.dropped(msgs)
 			plan, block = next, PointerText(sid, dropped)
-			*ts = threadState{Cut: msgs[plan.cut].firstFP, KeepHead: plan.keepHead, Dropped: dropped, Block: block, Sample: ts.Sample}
+			*ts = threadState{Cut: msgs[plan.cut].key, KeepHead: plan.keepHead, Dropped: dropped, Block: block, Sample: ts.Sample}
 			if plan.gap > plan.cut+1 && plan.gap < len(msgs) {
-				ts.Gap = msgs[plan.gap].firstFP
+				ts.Gap = msgs[plan.gap].key
 			}
-			if la := latestAssistant(msgs); la >= 0 && plan.strip >= la {
-				// named by the latest assistant message at trim time (it always has rows);
-				// models that bind thinking strip it too (api-rules §1.7.4)
-				ts.StripFP, ts.StripAfter = msgs[la].firstFP, plan.strip > la
+			if start, last := latestRun(msgs); last >= 0 && plan.strip >= start {
+				// named by the start of the latest assistant run at trim time; models that
+				// bind thinking strip that message too (api-rules §1.7.4)
+				if plan.strip > last {
+					ts.StripFP, ts.StripAfter = msgs[last].key, true
+				} else {
+					ts.StripFP = msgs[start].key
+				}
 			}
 			trimmed = 2
 			after := est(plan, block)
@@ -135,14 +172,14 @@ func (p *Proxy) rewriteFor(h http.Header, body []byte, dry bool, out **session) 
 		}
 	}
 
-	v := render(req, msgs, plan, block, p.settings.StandingInstruction)
+	v := render(req, msgs, plan, block, p.settings.StandingInstruction, tg.family)
 	if !dry {
 		p.storeRows(sid, thread, msgs, plan, now)
 		sess.keepThread(thread, msgs)
 		sess.last = remember(req, msgs, sess.last)
 		sess.used = now
 	}
-	return &rewritten{body: v.body, sess: sess, thread: thread, model: req.model, chars: v.chars,
+	return &rewritten{body: v.body, format: req.format, sess: sess, thread: thread, model: req.model, chars: v.chars,
 		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt}, nil
 }
 
@@ -161,7 +198,7 @@ func resolvePlan(ts *threadState, msgs []*message) cutPlan {
 			return -1
 		}
 		for i, m := range msgs {
-			if m.firstFP == fp {
+			if m.key == fp {
 				return i
 			}
 		}
@@ -205,9 +242,9 @@ func (p *Proxy) storeRows(sid, thread string, msgs []*message, plan cutPlan, now
 	rows := make([]store.RowWrite, 0, n)
 	for i, m := range msgs {
 		kept := plan.kept(msgs, i)
-		stripped := plan.strip >= 0 && i < plan.strip && m.role == "assistant"
+		strip := stripped(msgs, plan, i)
 		for _, r := range m.rows {
-			in := kept && !(stripped && r.kind == "thinking")
+			in := kept && !(strip && r.kind == "thinking")
 			w := store.RowWrite{Fingerprint: r.fp, Thread: thread, Role: r.role, Kind: r.kind,
 				Name: r.name, Text: r.text, BlobID: r.blobID, InContext: in}
 			if !in {
@@ -243,7 +280,7 @@ func (p *Proxy) event(sid string, e store.Event) {
 // breakpoints counts the incoming request's cache_control markers and names their
 // positions in prefix order: tools, system, m-<k> (contract: Events, breakpoints). The
 // messages' markers were counted when they were parsed, so a repeated history costs nothing.
-func breakpoints(req *anthropicRequest, msgs []*message) (int64, string) {
+func breakpoints(req *request, msgs []*message) (int64, string) {
 	var pos []string
 	for i := countMarkers(req.tools); i > 0; i-- {
 		pos = append(pos, "tools")
@@ -335,6 +372,31 @@ func (p *Proxy) evictLocked() {
 		go p.saveState(s)
 	}
 	delete(p.sessions, oldest)
+}
+
+// peekKnown returns the previous request of a session already in memory, nil when there
+// is none. The known shape is never changed once made, so it may be read after the lock.
+func (p *Proxy) peekKnown(sid string) *known {
+	p.mu.Lock()
+	s := p.sessions[sid]
+	p.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// noteSource records where a session's id came from (issue: session ids, which source) in
+// the trim state and logs it once per session and source.
+func (p *Proxy) noteSource(s *session, source string) {
+	if source == "" || s.state.Source == source {
+		return
+	}
+	s.state.Source = source
+	s.dirty = true
+	p.log.Info("session", "session", s.sid, "source", source)
 }
 
 func (s *session) stateJSON() []byte {

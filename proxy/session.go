@@ -44,15 +44,18 @@ func (s *session) keepThread(thread string, msgs []*message) {
 // buildMessages parses the request's messages and gives each its rows, reusing the
 // messages of the thread's previous request where the bytes and the chain agree.
 //
-// The thread is named by the chain fingerprint after the first message's last row, not by
-// its first row (contract: messages.thread says first row): Claude Code starts the main
+// The thread is named by the chain fingerprint after the first turn's last row, not by its
+// first row (contract: messages.thread says first row): Claude Code starts the main
 // conversation and each subagent with the same <system-reminder> block, so the first row
-// alone would make them one thread, and they would keep re-trimming each other.
-func (p *Proxy) buildMessages(s *session, req *anthropicRequest) (msgs []*message, thread string, err error) {
+// alone would make them one thread, and they would keep re-trimming each other. The first
+// turn is the first user message and the user messages right after it (firstRealUser),
+// so a turn that Codex sends as two items names the same thread as one message of two
+// blocks.
+func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread string, err error) {
 	msgs = make([]*message, len(req.rawMsgs))
 	names := map[string]string{}
 	var cache []*message
-	prev := ""
+	prev, firstTurn := "", ""
 	for i, raw := range req.rawMsgs {
 		if cache != nil && i < len(cache) && cache[i].prevFP == prev && bytes.Equal(cache[i].raw, raw) {
 			m := cache[i]
@@ -65,7 +68,7 @@ func (p *Proxy) buildMessages(s *session, req *anthropicRequest) (msgs []*messag
 		}
 		// A new message is copied out of the body, so the cache holds only the messages it
 		// keeps, not every body they first came in.
-		m, err := parseMessage(bytes.Clone(raw))
+		m, err := parseItem(req.format, bytes.Clone(raw))
 		if err != nil {
 			return nil, "", err
 		}
@@ -77,10 +80,27 @@ func (p *Proxy) buildMessages(s *session, req *anthropicRequest) (msgs []*messag
 		}
 		msgs[i] = m
 		prev = m.endFP
-		if thread == "" && m.firstFP != "" {
-			thread = m.endFP
+		if thread != "" || m.pinned {
+			continue
+		}
+		// the first turn ends at the first message that is not a real user message
+		switch {
+		case m.role == "user" && m.realUser && m.firstFP != "":
+			firstTurn = m.endFP
+			continue
+		case firstTurn == "" && m.firstFP != "":
+			firstTurn = m.endFP
+		}
+		if firstTurn != "" {
+			thread = firstTurn
 			cache = s.threads[thread]
 		}
+	}
+	if thread == "" {
+		thread = firstTurn
+	}
+	if req.format == responsesFormat {
+		prepareItems(msgs, req.model)
 	}
 	return msgs, thread, nil
 }
@@ -89,9 +109,19 @@ func (p *Proxy) buildMessages(s *session, req *anthropicRequest) (msgs []*messag
 // compressed form of its large tool results (contract: compressed tool result).
 func (p *Proxy) rowsFor(m *message, prev string, names map[string]string) error {
 	m.prevFP = prev
+	defer func() {
+		if m.firstFP != "" {
+			m.key = m.firstFP
+		} else {
+			m.key = store.Fingerprint(m.prevFP, "", "item", "", string(m.raw))
+		}
+	}()
 	if m.pinned {
 		m.endFP = prev
 		return nil
+	}
+	if m.pre != nil || m.blocks == nil {
+		return p.preRowsFor(m, prev, names)
 	}
 	m.rows = make([]row, 0, len(m.blocks))
 	compressed := false
@@ -128,19 +158,71 @@ func (p *Proxy) rowsFor(m *message, prev string, names map[string]string) error 
 	return nil
 }
 
+// preRowsFor chains the rows of a Chat message or Responses item and compresses a large
+// tool result in the member its row names.
+func (p *Proxy) preRowsFor(m *message, prev string, names map[string]string) error {
+	m.rows = make([]row, 0, len(m.pre))
+	for _, pr := range m.pre {
+		r := row{role: pr.role, kind: pr.kind, name: pr.name, text: pr.text}
+		if pr.kind == "tool_result" && pr.callID != "" {
+			r.name = names[pr.callID]
+		}
+		if pr.compress != "" {
+			blobID, rendered, err := p.compressMember(m.raw, pr.compress, pr.text)
+			if err != nil {
+				return err
+			}
+			if rendered != nil {
+				r.blobID, m.rendered = blobID, rendered
+			}
+		}
+		r.fp = store.Fingerprint(prev, r.role, r.kind, r.name, r.text)
+		prev = r.fp
+		m.rows = append(m.rows, r)
+	}
+	m.endFP = prev
+	if len(m.rows) > 0 {
+		m.firstFP = m.rows[0].fp
+	}
+	return nil
+}
+
 // sessionID picks the session id by the contract's five sources (contract: Session id),
 // each sanitized; it returns "" when none yields one.
-func sessionID(h interface{ Get(string) string }, req *anthropicRequest) string {
-	if sid := headerSessionID(h); sid != "" {
-		return sid
+func sessionID(h interface{ Get(string) string }, req *request) string {
+	sid, _ := sessionIDSource(h, req)
+	return sid
+}
+
+// sessionIDSource is sessionID and the source it came from: a header name, "metadata",
+// or "prompt_cache_key". After the contract's headers (session_id, x-session-id,
+// conversation_id) it also reads session-id and thread-id, which Codex sends with the
+// value of its prompt_cache_key.
+func sessionIDSource(h interface{ Get(string) string }, req *request) (string, string) {
+	if sid, source := headerSessionID(h); sid != "" {
+		return sid, source
 	}
 	if sid := metadataSessionID(req.metadata); sid != "" {
-		return sid
+		return sid, "metadata"
 	}
 	if sid, ok := store.SanitizeSID(req.promptCacheKey); ok {
-		return sid
+		return sid, "prompt_cache_key"
 	}
-	for _, name := range []string{"Session_id", "X-Session-Id", "Conversation_id"} {
+	for _, name := range laterSIDHeaders {
+		if sid, ok := store.SanitizeSID(h.Get(name)); ok {
+			return sid, strings.ToLower(name)
+		}
+	}
+	return "", ""
+}
+
+// laterSIDHeaders are source 5 of the contract, then Codex's session-id and thread-id.
+var laterSIDHeaders = []string{"Session_id", "X-Session-Id", "Conversation_id", "Session-Id", "Thread-Id"}
+
+// hintSessionID guesses the session from headers alone, to find its previous request
+// before the body is parsed (fast path); the body may still name another session.
+func hintSessionID(h interface{ Get(string) string }) string {
+	for _, name := range laterSIDHeaders {
 		if sid, ok := store.SanitizeSID(h.Get(name)); ok {
 			return sid
 		}
@@ -150,13 +232,13 @@ func sessionID(h interface{ Get(string) string }, req *anthropicRequest) string 
 
 // headerSessionID is the session id from the first two sources: our header, then Claude
 // Code's.
-func headerSessionID(h interface{ Get(string) string }) string {
+func headerSessionID(h interface{ Get(string) string }) (sid, source string) {
 	for _, name := range []string{"X-Smarter-Compact-Session-Id", "X-Claude-Code-Session-Id"} {
 		if sid, ok := store.SanitizeSID(h.Get(name)); ok {
-			return sid
+			return sid, strings.ToLower(name)
 		}
 	}
-	return ""
+	return "", ""
 }
 
 var legacyUserID = regexp.MustCompile(`_session_([0-9A-Za-z-]{8,})$`)
@@ -200,9 +282,20 @@ func metadataSessionID(meta []byte) string {
 // fallbackSessionID is fp-<first 16 hex of SHA-256(system prompt + first user message)>,
 // over the system text blocks joined by newlines and the first user message's row texts
 // joined by newlines.
-func fallbackSessionID(req *anthropicRequest, msgs []*message) string {
+func fallbackSessionID(req *request, msgs []*message) string {
 	h := sha256.New()
-	h.Write([]byte(systemText(req.system)))
+	if req.format == anthropicFormat || req.system != nil {
+		h.Write([]byte(systemText(req.system)))
+	}
+	if req.format != anthropicFormat {
+		// Chat and Responses carry the system prompt as pinned messages
+		for _, m := range msgs {
+			if m.pinned && m.contentAt >= 0 {
+				t, _ := partsText(m.members[m.contentAt].val)
+				h.Write([]byte(t))
+			}
+		}
+	}
 	for _, m := range msgs {
 		if m.role == "user" {
 			for i, r := range m.rows {

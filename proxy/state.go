@@ -13,6 +13,9 @@ type trimState struct {
 	Threads map[string]*threadState `json:"threads"`
 	// Latest is the session's newest usage sample, used by a thread with none of its own.
 	Latest *usageSample `json:"latest,omitempty"`
+	// Source names where the session id came from (contract: Session id): a header name,
+	// "metadata", "prompt_cache_key" or "fingerprint".
+	Source string `json:"source,omitempty"`
 }
 
 type threadState struct {

@@ -25,6 +25,9 @@ func (p cutPlan) active() bool { return p.cut >= 0 }
 // (api-rules §1.3), and Claude Code sends one after many tool results, so one whose turn
 // was dropped must go with it.
 func (p cutPlan) kept(msgs []*message, i int) bool {
+	if msgs[i].pinAlways {
+		return true
+	}
 	if p.active() && msgs[i].pinned {
 		j := i - 1
 		for j >= 0 && msgs[j].pinned {
@@ -56,12 +59,25 @@ func (p cutPlan) dropped(msgs []*message) int {
 	return n
 }
 
-// firstRealUser returns the index of the first real user turn (contract: the first user
-// message that is not only tool_result blocks), or -1.
+// firstRealUser returns the index of the last message of the first real user turn
+// (contract: the first user message that is not only tool_result blocks), or -1. A turn
+// sent as several user messages in a row is one turn: Codex sends its environment context
+// and the prompt as two user items, and the prompt states the task the first turn keeps.
+// (Anthropic user messages alternate with assistant ones, so there it is one message.)
 func firstRealUser(msgs []*message) int {
 	for i, m := range msgs {
 		if m.role == "user" && m.realUser {
-			return i
+			last := i
+			for j := i + 1; j < len(msgs); j++ {
+				if msgs[j].pinned {
+					continue
+				}
+				if msgs[j].role != "user" || !msgs[j].realUser {
+					break
+				}
+				last = j
+			}
+			return last
 		}
 	}
 	return -1
@@ -153,28 +169,75 @@ func chooseCut(msgs []*message, first, prev int) int {
 	return -1
 }
 
-// steps splits the cut turn's agent loop into steps: each starts at an assistant message
-// and holds the messages after it up to the next assistant message (contract: in-turn gap).
+// steps splits the cut turn's agent loop into steps (contract: in-turn gap): each starts
+// at a step start (Anthropic and Chat, an assistant message; Responses, see prepareItems)
+// and holds the messages after it up to the next one. A boundary that a tool call/result
+// pair would straddle is not a boundary, so a step is never split.
 func steps(msgs []*message, cut int) []int {
 	var out []int
 	for i := cut + 1; i < len(msgs); i++ {
-		if msgs[i].role == "assistant" {
+		if msgs[i].stepStart && !straddles(msgs, cut+1, i) {
 			out = append(out, i)
 		}
 	}
 	return out
 }
 
-// latestAssistant returns the index of the last assistant message, -1 when none. In the
-// Anthropic format assistant messages alternate with user messages, so the latest
-// assistant run is this one message.
+// straddles reports whether a tool call/result pair has one side in msgs[lo:at] and the
+// other in msgs[at:].
+func straddles(msgs []*message, lo, at int) bool {
+	ids := map[string]bool{}
+	for j := lo; j < at; j++ {
+		for _, u := range msgs[j].toolUses {
+			ids[u.id] = true
+		}
+		for _, id := range msgs[j].toolResIDs {
+			ids[id] = true
+		}
+	}
+	if len(ids) == 0 {
+		return false
+	}
+	for j := at; j < len(msgs); j++ {
+		for _, u := range msgs[j].toolUses {
+			if ids[u.id] {
+				return true
+			}
+		}
+		for _, id := range msgs[j].toolResIDs {
+			if ids[id] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// latestAssistant returns the index of the last assistant message, -1 when none.
 func latestAssistant(msgs []*message) int {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].role == "assistant" {
+		if msgs[i].role == "assistant" && !msgs[i].pinned {
 			return i
 		}
 	}
 	return -1
+}
+
+// latestRun returns where the latest assistant run starts (contract: the trailing run of
+// assistant items ending at the last one) and its last message; -1, -1 when there is no
+// assistant message. In the Anthropic format assistant messages alternate with user
+// messages, so the run is one message; in Responses it is the reasoning, calls and reply
+// of the latest response.
+func latestRun(msgs []*message) (start, last int) {
+	last = latestAssistant(msgs)
+	if last < 0 {
+		return -1, -1
+	}
+	start = last
+	for start > 0 && msgs[start-1].role == "assistant" && !msgs[start-1].pinned {
+		start--
+	}
+	return start, last
 }
 
 // planTrim chooses a new cut and gap for msgs given the existing plan. under reports
@@ -215,10 +278,10 @@ func planTrim(msgs []*message, old cutPlan, under func(p cutPlan) bool, bindsPre
 			p.gap = old.gap // later trims of the same cut only move the gap forward
 		}
 	}
-	if la := latestAssistant(msgs); la >= 0 {
-		p.strip = la
+	if start, last := latestRun(msgs); last >= 0 {
+		p.strip = start
 		if bindsPrefix {
-			p.strip = la + 1
+			p.strip = last + 1
 		}
 	}
 	return p

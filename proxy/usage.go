@@ -37,6 +37,7 @@ func (u usage) prompt() (int64, bool) {
 // message_delta carries; or the usage object of a non-stream JSON body. It never holds
 // back a byte; done runs once, when the body ends or is closed.
 type usageTap struct {
+	format   apiFormat
 	body     io.ReadCloser
 	sse      bool
 	encoding string
@@ -49,12 +50,12 @@ type usageTap struct {
 
 const maxTapped = 8 << 20
 
-func newUsageTap(body io.ReadCloser, contentType, encoding string, done func(usage)) io.ReadCloser {
+func newUsageTap(body io.ReadCloser, f apiFormat, contentType, encoding string, done func(usage)) io.ReadCloser {
 	enc := strings.ToLower(strings.TrimSpace(encoding))
 	if enc == "identity" {
 		enc = ""
 	}
-	return &usageTap{body: body, sse: strings.HasPrefix(contentType, "text/event-stream"), encoding: enc, done: done}
+	return &usageTap{format: f, body: body, sse: strings.HasPrefix(contentType, "text/event-stream"), encoding: enc, done: done}
 }
 
 func (t *usageTap) Read(b []byte) (int, error) {
@@ -99,6 +100,30 @@ func (t *usageTap) sseLine(line []byte) {
 	line = bytes.TrimSuffix(line, []byte{'\r'})
 	data, ok := bytes.CutPrefix(line, []byte("data:"))
 	if !ok || !bytes.Contains(data, []byte(`"usage"`)) {
+		return
+	}
+	switch t.format {
+	case chatFormat:
+		// with stream_options.include_usage the last chunk carries the usage; the others
+		// carry "usage": null (api-rules §3.3)
+		var ev struct {
+			Usage json.RawMessage `json:"usage"`
+		}
+		if json.Unmarshal(bytes.TrimSpace(data), &ev) == nil {
+			t.u.mergeOpenAI(ev.Usage)
+		}
+		return
+	case responsesFormat:
+		// response.completed carries response.usage (api-rules §4.3, §7)
+		var ev struct {
+			Type     string `json:"type"`
+			Response struct {
+				Usage json.RawMessage `json:"usage"`
+			} `json:"response"`
+		}
+		if json.Unmarshal(bytes.TrimSpace(data), &ev) == nil && ev.Type == "response.completed" {
+			t.u.mergeOpenAI(ev.Response.Usage)
+		}
 		return
 	}
 	var ev struct {
@@ -147,6 +172,61 @@ func (u *usage) merge(raw json.RawMessage) {
 	}
 }
 
+// mergeOpenAI reads a Chat or Responses usage object (api-rules §7). Their prompt count
+// includes cached tokens; input here excludes cache reads and writes (contract: Events),
+// so the prompt is still the sum of the three.
+func (u *usage) mergeOpenAI(raw json.RawMessage) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return
+	}
+	var f struct {
+		Prompt *int64 `json:"prompt_tokens"`
+		Input  *int64 `json:"input_tokens"`
+		Output *int64 `json:"output_tokens"`
+		Compl  *int64 `json:"completion_tokens"`
+		// LiteLLM adds Anthropic's cache write count to the Chat usage (api-rules §7)
+		CacheCreation *int64 `json:"cache_creation_input_tokens"`
+		PromptDetails *struct {
+			Cached *int64 `json:"cached_tokens"`
+			Write  *int64 `json:"cache_write_tokens"`
+		} `json:"prompt_tokens_details"`
+		InputDetails *struct {
+			Cached *int64 `json:"cached_tokens"`
+			Write  *int64 `json:"cache_write_tokens"`
+		} `json:"input_tokens_details"`
+	}
+	if json.Unmarshal(raw, &f) != nil {
+		return
+	}
+	prompt, output, details := f.Input, f.Output, f.InputDetails
+	if f.Prompt != nil {
+		prompt, output, details = f.Prompt, f.Compl, f.PromptDetails
+	}
+	if prompt == nil {
+		return
+	}
+	in := *prompt
+	u.cacheRead, u.cacheCreation = nil, nil
+	if details != nil {
+		u.cacheRead, u.cacheCreation = details.Cached, details.Write
+	}
+	if u.cacheCreation == nil {
+		u.cacheCreation = f.CacheCreation
+	}
+	for _, n := range []*int64{u.cacheRead, u.cacheCreation} {
+		if n != nil {
+			in -= *n
+		}
+	}
+	if in < 0 {
+		in = 0
+	}
+	u.input = &in
+	if output != nil {
+		u.output = output
+	}
+}
+
 func (t *usageTap) finish() {
 	t.once.Do(func() {
 		body := t.whole
@@ -166,7 +246,11 @@ func (t *usageTap) finish() {
 				Usage json.RawMessage `json:"usage"`
 			}
 			if json.Unmarshal(body, &msg) == nil {
-				t.u.merge(msg.Usage)
+				if t.format == anthropicFormat {
+					t.u.merge(msg.Usage)
+				} else {
+					t.u.mergeOpenAI(msg.Usage)
+				}
 			}
 		} else if len(t.line) > 0 {
 			t.sseLine(t.line)
@@ -200,10 +284,9 @@ func (p *Proxy) recordUsage(res *rewritten, u usage) {
 			p.saveState(s)
 		}
 	}
-	bp := res.breakpoints
 	p.event(s.sid, store.Event{At: p.now(), Kind: "usage", Version: p.version, Model: res.model,
 		ThreadRoot: res.thread, Trimmed: &res.trimmed, InputTokens: u.input, CacheReadTokens: u.cacheRead,
-		CacheCreationTokens: u.cacheCreation, OutputTokens: u.output, Breakpoints: &bp, BreakpointAt: res.breakpointAt})
+		CacheCreationTokens: u.cacheCreation, OutputTokens: u.output, Breakpoints: res.breakpoints, BreakpointAt: res.breakpointAt})
 }
 
 // samplePersist is how often a session's usage samples reach .trim.json at the most.

@@ -71,8 +71,14 @@ type view struct {
 	chars int // estimate characters: system, tools and kept messages, without the standing instruction
 }
 
+// stripped reports whether message i loses its signed reasoning under plan (contract:
+// Trim, signed reasoning per format).
+func stripped(msgs []*message, plan cutPlan, i int) bool {
+	return plan.strip >= 0 && i < plan.strip && msgs[i].role == "assistant" && msgs[i].thinking
+}
+
 // messageView returns the bytes message i goes out as under plan (nil: left out).
-func messageView(msgs []*message, plan cutPlan, block string, i int) []byte {
+func messageView(f apiFormat, msgs []*message, plan cutPlan, block string, i int) []byte {
 	m := msgs[i]
 	if !plan.kept(msgs, i) {
 		return nil
@@ -81,18 +87,31 @@ func messageView(msgs []*message, plan cutPlan, block string, i int) []byte {
 	if plan.active() && i == plan.cut {
 		pointer = block
 	}
-	strip := plan.strip >= 0 && i < plan.strip && m.role == "assistant" && m.thinking
-	if pointer == "" && !strip {
+	strip := stripped(msgs, plan, i)
+	dropID := false
+	if f == responsesFormat && m.idAt >= 0 {
+		// an item whose reasoning item is not in the view loses its id (api-rules §4.2)
+		if r := linkedReasoning(msgs, i); r >= 0 && (!plan.kept(msgs, r) || stripped(msgs, plan, r)) {
+			dropID = true
+		}
+	}
+	if pointer == "" && !strip && !dropID {
 		if m.rendered != nil {
 			return m.rendered
 		}
 		return m.raw
 	}
+	switch f {
+	case chatFormat:
+		return renderChatMessage(m, pointer, strip)
+	case responsesFormat:
+		return renderResponsesItem(m, pointer, strip, dropID)
+	}
 	return renderContent(m, pointer, strip)
 }
 
 // viewChars estimates the characters of the view under plan without rendering it.
-func viewChars(req *anthropicRequest, msgs []*message, plan cutPlan, block string) int {
+func viewChars(req *request, msgs []*message, plan cutPlan, block string) int {
 	n := len(req.system) + len(req.tools)
 	for i, m := range msgs {
 		if !plan.kept(msgs, i) {
@@ -103,7 +122,7 @@ func viewChars(req *anthropicRequest, msgs []*message, plan cutPlan, block strin
 			raw = m.rendered
 		}
 		n += len(raw) - m.binaryAdjust + 1
-		if plan.strip >= 0 && i < plan.strip && m.role == "assistant" {
+		if stripped(msgs, plan, i) {
 			n -= m.thinkingBytes
 		}
 		if plan.active() && i == plan.cut {
@@ -113,38 +132,73 @@ func viewChars(req *anthropicRequest, msgs []*message, plan cutPlan, block strin
 	return n
 }
 
-// render splices the view: kept messages as they came (or as rendered), the system
-// prompt with the standing instruction, every other top-level member untouched.
-func render(req *anthropicRequest, msgs []*message, plan cutPlan, block string, instruction bool) view {
+// render splices the view: kept messages as they came (or as rendered), the standing
+// instruction placed per format (contract: placement), every other top-level member
+// untouched. family is the upstream ("codex" leaves Responses instructions alone).
+func render(req *request, msgs []*message, plan cutPlan, block string, instruction bool, family string) view {
 	out := make([]byte, 0, len(req.body)+len(block)+len(StandingInstruction)+256)
-	arr := make([]byte, 0, len(req.top[req.messagesAt].val)+len(block)+64)
+	arr := make([]byte, 0, len(req.top[req.messagesAt].val)+len(block)+len(StandingInstruction)+64)
 	arr = append(arr, '[')
 	chars := len(req.system) + len(req.tools)
-	n := 0
-	for i, m := range msgs {
-		b := messageView(msgs, plan, block, i)
-		if b == nil {
-			continue
+	repl := map[int][]byte{}
+	addSystem := false
+	// insertAt is where a Chat or Responses standing instruction message goes: after the
+	// leading pinned messages; -1 when it goes elsewhere or nowhere.
+	insertAt := -1
+	if instruction {
+		switch req.format {
+		case anthropicFormat:
+			if req.systemAt >= 0 {
+				if sys := withInstruction(req.system); sys != nil {
+					repl[req.systemAt] = sys
+				}
+			} else {
+				addSystem = true
+			}
+		case chatFormat:
+			if !hasInstruction(msgs) {
+				insertAt = leadingPinned(msgs)
+			}
+		case responsesFormat:
+			switch {
+			case hasInstruction(msgs) || bytes.Contains(req.system, []byte("Context management: to fit your context window")) &&
+				strings.Contains(systemText(req.system), StandingInstruction):
+			case kindOf(req.system) == '"' && family != "codex":
+				repl[req.systemAt] = appendToInstructions(req.system)
+			default:
+				// No instructions, or the Codex backend, which accepts only the
+				// instructions it knows (openai/codex#3202, #3376): one developer message
+				// after the leading system/developer items, which Codex uses for its
+				// system prompt. That is the same fixed prefix position as Chat's, before
+				// anything a trim edits, so the prompt cache keeps hitting.
+				insertAt = leadingPinned(msgs)
+			}
 		}
+	}
+	n := 0
+	add := func(b []byte) {
 		if n > 0 {
 			arr = append(arr, ',')
 		}
 		arr = append(arr, b...)
-		chars += len(b) - m.binaryAdjust + 1
 		n++
 	}
-	arr = append(arr, ']')
-	repl := map[int][]byte{req.messagesAt: arr}
-	addSystem := false
-	if instruction {
-		if req.systemAt >= 0 {
-			if sys := withInstruction(req.system); sys != nil {
-				repl[req.systemAt] = sys
-			}
-		} else {
-			addSystem = true
+	for i, m := range msgs {
+		if i == insertAt {
+			add(instructionItem(req.format))
 		}
+		b := messageView(req.format, msgs, plan, block, i)
+		if b == nil {
+			continue
+		}
+		add(b)
+		chars += len(b) - m.binaryAdjust + 1
 	}
+	if insertAt == len(msgs) {
+		add(instructionItem(req.format))
+	}
+	arr = append(arr, ']')
+	repl[req.messagesAt] = arr
 	out = spliceObject(out, req.body, req.top, repl)
 	if addSystem {
 		// an absent system becomes [block]: insert it before the closing brace
@@ -156,6 +210,22 @@ func render(req *anthropicRequest, msgs []*message, plan cutPlan, block string, 
 		out = append(out, tail...)
 	}
 	return view{body: out, chars: chars}
+}
+
+// leadingPinned returns the index after the pinned messages the list starts with.
+func leadingPinned(msgs []*message) int {
+	i := 0
+	for i < len(msgs) && msgs[i].pinAlways {
+		i++
+	}
+	return i
+}
+
+func instructionItem(f apiFormat) []byte {
+	if f == responsesFormat {
+		return responsesInstruction()
+	}
+	return chatInstruction()
 }
 
 // withInstruction returns the system value with the standing instruction appended as one

@@ -9,6 +9,7 @@ import (
 // body checks (size, encoding, JSON), the schema pass, the semantic rules, the thinking
 // checks, then either the token count or the scripted reply with simulated cache usage.
 func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec *Recorded, countTokens bool) *Error {
+	rec.Format = FormatAnthropic
 	raw, err := readRaw(r, s.opts.MaxBodyBytes)
 	rec.Raw = raw
 	if err != nil {
@@ -99,6 +100,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec *Recorded,
 // request builds what a Reply function sees.
 func (s *Server) request(r *http.Request, rec *Recorded, p *parsed) *Request {
 	req := &Request{
+		Format: FormatAnthropic,
 		Method: r.Method, Path: rec.Path, Header: rec.Header, Raw: rec.Raw, Body: rec.Body,
 		Model: p.model, Stream: p.stream, Params: p.doc, Betas: p.betas,
 		System: p.system, Tools: p.tools,

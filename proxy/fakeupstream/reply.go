@@ -9,29 +9,61 @@ import (
 	"unicode/utf8"
 )
 
-// Reply is the scripted answer to one request (Options.Reply).
+// Reply is the scripted answer to one request (Options.Reply). The same Reply serves every
+// format; each renders the blocks its own way:
+//   - Anthropic: the blocks as content blocks (api-rules §2.1).
+//   - Chat Completions (§3.3): text → the assistant message's content (texts concatenated);
+//     thinking → reasoning_content (unsigned; redacted_thinking is left out); tool_use →
+//     a tool_calls entry {"id":"call_fake_N" (or Block.ID),"type":"function","function":
+//     {"name":…,"arguments":<JSON string of Input>}}; finish_reason "tool_calls" when there
+//     are tool calls, else "stop".
+//   - Responses (§4.3), one output item per block, every id unique: thinking and
+//     redacted_thinking → {"type":"reasoning","id":"rs_fake_N","summary":[{"type":
+//     "summary_text","text":…}],"encrypted_content":…} (summary [] without text;
+//     encrypted_content only when include has "reasoning.encrypted_content": an opaque token
+//     the fake verifies when it comes back); text → {"type":"message","id":"msg_fake_N",
+//     "role":"assistant","status":"completed","content":[{"type":"output_text","text":…,
+//     "annotations":[]}]}; tool_use → {"type":"function_call","id":"fc_fake_N","call_id":
+//     "call_fake_N" (or Block.ID),"name":…,"arguments":<JSON string>,"status":"completed"}
+//     plus "namespace" when Block.Namespace is set. A request with a compaction_trigger input
+//     item gets one {"type":"compaction","id":"cmp_item_N","encrypted_content":…} instead
+//     of Content.
 type Reply struct {
 	// Content lists the blocks of the assistant message, in order.
 	Content []Block
 	// StopReason defaults to "tool_use" when Content has a tool_use block, else "end_turn".
+	// Chat maps it to finish_reason ("tool_use" → "tool_calls", "end_turn" → "stop",
+	// "max_tokens" → "length", others as given); Responses ignores it.
 	StopReason string
-	// Error, when set, is answered as an HTTP error with the Anthropic envelope instead of a
-	// message; the prompt cache is not written.
+	// Error, when set, is answered as an HTTP error (Anthropic or OpenAI envelope) instead of
+	// a message; the prompt cache is not written.
 	Error *Error
-	// StreamError, when set on a streaming request, is sent as `event: error` after
-	// StreamErrorAfter content blocks, and the stream ends there without message_stop
-	// (api-rules §2.1). On a non-streaming request it is answered like Error.
+	// StreamError, when set on a streaming request, is sent after StreamErrorAfter content
+	// blocks (Responses: output items), and the stream ends there: Anthropic `event: error`
+	// without message_stop (api-rules §2.1); Chat a `data: {"error":{…}}` chunk without
+	// [DONE]; Responses a response.failed event whose response.error.code is Error.Code, or
+	// Error.Type when Code is "" (Codex maps e.g. "context_length_exceeded", §4.3), without
+	// response.completed. On a non-streaming request it is answered like Error.
 	StreamError      *Error
 	StreamErrorAfter int
+	// Truncate ends a streaming answer after the last content block (output item) without
+	// closing it: no message_delta/message_stop (Anthropic), no finish chunk, usage chunk or
+	// [DONE] (Chat), no response.completed (Responses: Codex fails with "stream closed before
+	// response.completed", §4.3). Ignored on a non-streaming request.
+	Truncate bool
 }
 
 // Block is one content block of a scripted reply.
 type Block struct {
 	Type  string // "thinking", "redacted_thinking", "text" or "tool_use"
-	Text  string // the text, or the thinking text
-	ID    string // tool_use id; "" means toolu_fake_<n>
+	Text  string // the text, or the thinking text (Responses: the reasoning summary)
+	ID    string // tool_use id; "" means toolu_fake_<n> (OpenAI formats: the call id, "" means call_fake_<n>)
 	Name  string // tool_use name
 	Input any    // tool_use input, marshalled to a JSON object; nil means {}
+	// Namespace is the Responses function_call `namespace` (Codex sends MCP tools as a
+	// namespace tool, e.g. "mcp__ctx", and expects calls to name it; clients.md). Ignored by
+	// the other formats.
+	Namespace string
 }
 
 // Text returns a text block.
@@ -46,6 +78,12 @@ func RedactedThinking() Block { return Block{Type: "redacted_thinking"} }
 
 // ToolUse returns a tool_use block with a fresh id.
 func ToolUse(name string, input any) Block { return Block{Type: "tool_use", Name: name, Input: input} }
+
+// NamespacedToolUse returns a tool_use block that a Responses answer renders as a
+// function_call with `namespace` (Codex MCP tools: namespace "mcp__ctx", name "fake_lookup").
+func NamespacedToolUse(namespace, name string, input any) Block {
+	return Block{Type: "tool_use", Name: name, Input: input, Namespace: namespace}
+}
 
 // DefaultReply answers with a thinking block when the request turns thinking on ("enabled"
 // or "adaptive"), then the text "ok".
@@ -273,7 +311,8 @@ func writeJSON(w http.ResponseWriter, m message, content []out) {
 // content_block_start, its deltas in more than one chunk, then content_block_stop, with
 // contiguous indices (a thinking block ends with signature_delta; display "omitted" sends no
 // thinking_delta); one ping after the first block starts; message_delta with the stop reason
-// and cumulative usage; message_stop. Each event is flushed, so the body is chunked.
+// and cumulative usage; message_stop (not with Reply.Truncate). Each event is flushed, so the
+// body is chunked.
 func writeStream(w http.ResponseWriter, m message, content []out, usage Usage, r Reply) (streamErr string) {
 	stop := stopReason(r)
 	m.StopReason = nil
@@ -323,6 +362,9 @@ func writeStream(w http.ResponseWriter, m message, content []out, usage Usage, r
 	}
 	if r.StreamError != nil {
 		return sendError(send, r.StreamError)
+	}
+	if r.Truncate {
+		return ""
 	}
 	send("message_delta", ev{
 		"type":  "message_delta",

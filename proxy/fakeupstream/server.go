@@ -18,8 +18,10 @@ const DefaultMaxBodyBytes = 32 << 20
 
 // Options configures a Server. The zero value is a strict fake with DefaultReply.
 type Options struct {
-	// Reply scripts the answer to each accepted POST /v1/messages; nil means DefaultReply.
-	// It may be called from several goroutines at once.
+	// Reply scripts the answer to each accepted model request (POST …/v1/messages,
+	// …/chat/completions, …/responses; not count_tokens or …/responses/compact); nil means
+	// DefaultReply. Request.Format tells the formats apart. It may be called from several
+	// goroutines at once.
 	Reply func(req *Request) Reply
 
 	// Models overrides the rules of a model id (exact match). Ids not in the map get
@@ -36,12 +38,18 @@ type Options struct {
 	MaxBodyBytes int64
 
 	// APIKey, when set, must arrive as x-api-key or "Authorization: Bearer <key>"; otherwise
-	// 401 authentication_error. Empty accepts any credentials, and none.
+	// 401 authentication_error (OpenAI routes: 401 invalid_request_error, code
+	// "invalid_api_key"). Empty accepts any credentials, and none.
 	APIKey string
 
-	// SigningKey is the HMAC key for thinking signatures. nil means a fixed key, so a
-	// scripted run emits the same signatures every time.
+	// SigningKey is the HMAC key for thinking signatures and for the encrypted_content of
+	// Responses reasoning items. nil means a fixed key, so a scripted run emits the same
+	// signatures every time.
 	SigningKey []byte
+
+	// OpenAIMinCacheTokens is the shortest prefix the simulated OpenAI prompt cache counts as
+	// cached (api-rules §3.4: "1024 tokens or longer"). 0 means 1024; negative means no minimum.
+	OpenAIMinCacheTokens int
 }
 
 // ModelRules is how a fake model behaves where real models differ.
@@ -97,9 +105,19 @@ func DefaultRules(model string) ModelRules {
 	}
 }
 
-// Server is the fake upstream: an http.Handler serving POST …/v1/messages (with or without
-// ?beta=true) and POST …/v1/messages/count_tokens; any other request gets 404 not_found_error.
-// It is safe for concurrent use.
+// Server is the fake upstream, an http.Handler. Routes (any path prefix; the query is ignored):
+//
+//	POST …/v1/messages (?beta=true or not)  Anthropic Messages (api-rules §1, §2.1)
+//	POST …/v1/messages/count_tokens         Anthropic token counting (§2.2)
+//	POST …/chat/completions                 OpenAI Chat Completions (§3; chat.go)
+//	POST …/responses                        OpenAI Responses and the Codex backend (§4; responses.go),
+//	                                        e.g. /v1/responses, /backend-api/codex/responses
+//	POST …/responses/compact                remote compaction: 200 {"object":"response.compaction",…}
+//	GET  …/models                           200 {"object":"list","data":[],"models":[]}
+//	GET  …/responses + Upgrade: websocket   426: the fake speaks HTTP only (Codex falls back to it)
+//
+// Any other request gets 404 not_found_error. Errors on the OpenAI routes use the OpenAI
+// envelope (§4.6), the others the Anthropic one (§1.9). It is safe for concurrent use.
 type Server struct {
 	// URL is the base URL when the Server was started with Start ("http://127.0.0.1:port").
 	URL string
@@ -116,6 +134,14 @@ type Server struct {
 	signed    map[uint64]*signedBlock
 	responses map[string][]uint64              // message id → serials of its thinking blocks, in order
 	cache     map[string]map[[32]byte]struct{} // model → cached prefix hashes
+
+	// OpenAI formats (openai.go, responses.go)
+	oaCache   map[string]map[[32]byte]struct{} // model and prompt_cache_key → prefix hashes sent
+	reasoning map[string]bool                  // ids of the reasoning items the fake emitted
+	linked    map[string]string                // item id → id of the reasoning item before it in its response
+	followers map[string][]follower            // reasoning id → the items after it in its response
+	stored    map[string][]map[string]any      // response id → its context, for store != false
+	items     map[string]map[string]any        // item id → item of a stored response
 }
 
 // New returns a Server; it does not listen (see Start, or mount it yourself).
@@ -133,6 +159,12 @@ func New(opts Options) *Server {
 		signed:    map[uint64]*signedBlock{},
 		responses: map[string][]uint64{},
 		cache:     map[string]map[[32]byte]struct{}{},
+		oaCache:   map[string]map[[32]byte]struct{}{},
+		reasoning: map[string]bool{},
+		linked:    map[string]string{},
+		followers: map[string][]follower{},
+		stored:    map[string][]map[string]any{},
+		items:     map[string]map[string]any{},
 	}
 }
 
@@ -156,6 +188,7 @@ func (s *Server) rules(model string) ModelRules {
 
 // Recorded is one request as the Server saw it and what it answered.
 type Recorded struct {
+	Format string // "anthropic", "chat" or "responses" (…/responses/compact too); "" for other routes
 	Method string
 	Path   string // path and query as received, e.g. "/v1/messages?beta=true"
 	Header http.Header
@@ -167,9 +200,16 @@ type Recorded struct {
 	Error     string // error.message of the envelope, "" when accepted
 	RequestID string // the request-id header answered
 
-	MessageID            string // id of the message answered, "" for errors and count_tokens
-	StreamError          string // message of an injected mid-stream error event
-	Usage                Usage  // usage answered (count_tokens: InputTokens only)
+	// MessageID is the id of the message answered ("msg_fake_…"; the OpenAI formats:
+	// "chatcmpl-fake…", "resp_fake_…", "cmp_fake_…"), "" for errors and count_tokens.
+	MessageID   string
+	StreamError string // message of an injected mid-stream error
+	// Usage is the usage answered, in the Anthropic meaning for every format so tests compare
+	// uniformly: InputTokens is the uncached part of the prompt, CacheReadInputTokens the cached
+	// part (OpenAI: prompt_tokens/input_tokens = InputTokens + CacheReadInputTokens and
+	// cached_tokens = CacheReadInputTokens; the OpenAI formats never write cache, so the
+	// creation fields are 0). count_tokens: InputTokens only.
+	Usage                Usage
 	InputTransformations []InputTransformation
 }
 
@@ -193,12 +233,15 @@ func (s *Server) Rejections() []Recorded {
 	return out
 }
 
-// Error is an Anthropic API error: the HTTP status and the envelope's error.type and
-// error.message (api-rules §1.9). Reply.Error and Reply.StreamError use it to inject errors.
+// Error is an API error: the HTTP status and the envelope's error.type and error.message
+// (Anthropic, api-rules §1.9), plus error.param and error.code for the OpenAI envelope
+// (§4.6), where "" is null. Reply.Error and Reply.StreamError use it to inject errors.
 type Error struct {
 	Status  int
 	Type    string
 	Message string
+	Param   string // OpenAI only
+	Code    string // OpenAI only; also the code of an injected response.failed (see Reply)
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Type, e.Message) }
@@ -228,7 +271,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	w.Header().Set("request-id", rec.RequestID)
 	if err := s.serve(w, r, &rec); err != nil {
-		writeError(w, err, rec.RequestID)
+		if rec.Format == FormatChat || rec.Format == FormatResponses {
+			writeOpenAIError(w, err)
+		} else {
+			writeError(w, err, rec.RequestID)
+		}
 		rec.Status, rec.ErrorType, rec.Error = err.Status, err.Type, err.Message
 	}
 
@@ -244,6 +291,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rec *Recorded) *E
 		return s.messages(w, r, rec, false)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/v1/messages/count_tokens"):
 		return s.messages(w, r, rec, true)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
+		return s.chat(w, r, rec)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/responses"):
+		return s.responsesAPI(w, r, rec)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/responses/compact"):
+		return s.compact(w, r, rec)
+	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models"):
+		return s.models(w, rec)
+	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/responses") && isWebSocket(r):
+		rec.Format = FormatResponses
+		return &Error{Status: http.StatusUpgradeRequired, Type: "invalid_request_error",
+			Message: "websocket transport is not supported by this fake; use HTTP"}
 	default:
 		return &Error{Status: http.StatusNotFound, Type: "not_found_error", Message: "Not Found"}
 	}

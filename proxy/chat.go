@@ -1,0 +1,215 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+)
+
+// The Chat Completions adapter (api-rules §3; contract: Trim, Rows, placement). A message
+// is one element of "messages":
+//   - system and developer messages are pinned: never stored, kept by every trim;
+//   - a user message is a real user turn;
+//   - an assistant message opens a step; its tool_calls pair with the tool messages after
+//     it, and LiteLLM's thinking_blocks (signed Anthropic thinking) are its signed reasoning;
+//   - a tool (or legacy function) message is a tool result, compressed like any other.
+
+// parseChatMessage splits one Chat message into the facts the trim needs and its rows.
+func parseChatMessage(raw []byte) (*message, error) {
+	mem, err := objectMembers(raw)
+	if err != nil {
+		return nil, err
+	}
+	m := &message{raw: raw, members: mem, contentAt: -1, idAt: -1, thinkingAt: -1}
+	var content, toolCalls, functionCall, thinkingBlocks, reasoning []byte
+	var callID, name string
+	for i, f := range mem {
+		switch f.key {
+		case "role":
+			m.role, _ = decodeString(f.val)
+		case "content":
+			m.contentAt, content = i, f.val
+		case "tool_calls":
+			toolCalls = f.val
+		case "function_call":
+			functionCall = f.val
+		case "tool_call_id":
+			callID, _ = decodeString(f.val)
+		case "name":
+			name, _ = decodeString(f.val)
+		case "thinking_blocks":
+			m.thinkingAt, thinkingBlocks = i, f.val
+		case "reasoning_content":
+			reasoning = f.val
+		}
+	}
+	switch m.role {
+	case "system", "developer":
+		m.pinned, m.pinAlways = true, true
+		return m, nil
+	case "user":
+		m.realUser = true
+		if m.pre, err = partRows("user", content); err != nil {
+			return nil, err
+		}
+		m.nonThinking = 1
+	case "assistant":
+		m.stepStart = true
+		if err := chatAssistant(m, content, toolCalls, functionCall, thinkingBlocks, reasoning); err != nil {
+			return nil, err
+		}
+	case "tool", "function":
+		if m.role == "function" {
+			// a legacy function result names its function, not a call
+			callID = legacyCallID(name)
+		}
+		m.toolResIDs = []string{callID}
+		text, err := partsText(content)
+		if err != nil {
+			return nil, err
+		}
+		m.pre = []preRow{{role: "tool", kind: "tool_result", text: text, callID: callID, compress: "content"}}
+		m.nonThinking = 1
+	default:
+		return nil, fmt.Errorf("message role %q", m.role)
+	}
+	return m, nil
+}
+
+// chatAssistant fills the rows of an assistant message in the order the Anthropic adapter
+// stores the same turn: thinking, text, tool calls.
+func chatAssistant(m *message, content, toolCalls, functionCall, thinkingBlocks, reasoning []byte) error {
+	thought := false
+	if kindOf(thinkingBlocks) == '[' {
+		elems, err := arrayElems(thinkingBlocks)
+		if err != nil {
+			return err
+		}
+		for _, e := range elems {
+			if t, ok := memberString(e, "thinking"); ok && t != "" {
+				m.pre = append(m.pre, preRow{role: "assistant", kind: "thinking", text: t})
+				thought = true
+			}
+		}
+		if len(elems) > 0 {
+			m.thinking = true
+			f := m.members[m.thinkingAt]
+			m.thinkingBytes = f.end - f.start + 1
+		}
+	}
+	if !thought && kindOf(reasoning) == '"' {
+		if t, _ := decodeString(reasoning); t != "" {
+			m.pre = append(m.pre, preRow{role: "assistant", kind: "thinking", text: t})
+		}
+	}
+	text, err := partRows("assistant", content)
+	if err != nil {
+		return err
+	}
+	m.pre = append(m.pre, text...)
+	m.nonThinking = len(text)
+	if kindOf(toolCalls) == '[' {
+		calls, err := arrayElems(toolCalls)
+		if err != nil {
+			return err
+		}
+		for _, c := range calls {
+			fields, err := objectMembers(c)
+			if err != nil {
+				return err
+			}
+			var id, name string
+			var args []byte
+			for _, f := range fields {
+				switch f.key {
+				case "id":
+					id, _ = decodeString(f.val)
+				case "function":
+					name, _ = memberString(f.val, "name")
+					if fm, err := objectMembers(f.val); err == nil {
+						for _, g := range fm {
+							if g.key == "arguments" {
+								args = g.val
+							}
+						}
+					}
+				}
+			}
+			in, err := argumentsText(args)
+			if err != nil {
+				return err
+			}
+			m.toolUses = append(m.toolUses, toolUse{id: id, name: name})
+			m.pre = append(m.pre, preRow{role: "assistant", kind: "tool_use", name: name, text: in})
+			m.nonThinking++
+		}
+	}
+	if kindOf(functionCall) == '{' {
+		// the legacy form: one call, answered by a role "function" message naming it
+		name, _ := memberString(functionCall, "name")
+		var args []byte
+		if fm, err := objectMembers(functionCall); err == nil {
+			for _, g := range fm {
+				if g.key == "arguments" {
+					args = g.val
+				}
+			}
+		}
+		in, err := argumentsText(args)
+		if err != nil {
+			return err
+		}
+		m.toolUses = append(m.toolUses, toolUse{id: legacyCallID(name), name: name})
+		m.pre = append(m.pre, preRow{role: "assistant", kind: "tool_use", name: name, text: in})
+		m.nonThinking++
+	}
+	m.finalReply = len(m.toolUses) == 0
+	return nil
+}
+
+// legacyCallID pairs a legacy function_call with its role "function" result, which carry
+// only the function's name.
+func legacyCallID(name string) string { return "function_call:" + name }
+
+// renderChatMessage returns a Chat message with the pointer as a leading text part of its
+// content and, when strip is set, without thinking_blocks. nil means the message is left
+// with nothing to send.
+func renderChatMessage(m *message, pointer string, strip bool) []byte {
+	base := m.raw
+	if m.rendered != nil {
+		base = m.rendered
+	}
+	if pointer != "" && m.contentAt >= 0 {
+		content := prependPart(m.members[m.contentAt].val, "text", textPartJSON("text", pointer))
+		return spliceObject(make([]byte, 0, len(m.raw)+len(content)), m.raw, m.members, map[int][]byte{m.contentAt: content})
+	}
+	if strip && m.thinkingAt >= 0 {
+		if m.nonThinking == 0 {
+			return nil
+		}
+		return removeMembers(m.raw, m.members, map[int]bool{m.thinkingAt: true})
+	}
+	return base
+}
+
+// chatInstruction is the standing instruction as one Chat system message (contract:
+// placement, Chat).
+func chatInstruction() []byte {
+	b := []byte(`{"role":"system","content":`)
+	b = appendJSONString(b, StandingInstruction)
+	return append(b, '}')
+}
+
+// hasInstruction reports whether any pinned message already carries the standing
+// instruction, so it is not added twice.
+func hasInstruction(msgs []*message) bool {
+	for _, m := range msgs {
+		if !m.pinned || m.contentAt < 0 || !bytes.Contains(m.raw, []byte("Context management: to fit your context window")) {
+			continue
+		}
+		if t, err := partsText(m.members[m.contentAt].val); err == nil && strings.Contains(t, StandingInstruction) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,570 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+func respIsCall(it map[string]any) bool {
+	t, _ := it["type"].(string)
+	_, hasCallID := it["call_id"]
+	return strings.HasSuffix(t, "_call") && hasCallID
+}
+
+func respIsOutput(it map[string]any) bool {
+	t, _ := it["type"].(string)
+	return strings.HasSuffix(t, "_call_output")
+}
+
+// respIsModelOutput: what a response produces (reasoning, an assistant message, a call).
+func respIsModelOutput(it map[string]any) bool {
+	t, _ := it["type"].(string)
+	return t == "reasoning" || t == "message" && it["role"] == "assistant" || strings.HasSuffix(t, "_call")
+}
+
+// respInvariants checks a forwarded Responses body against the API's rules (api-rules
+// §4.2), written from the rules: calls and outputs pair by call_id in both directions, a
+// reasoning item is followed by the item it produced (never last), an item that carries
+// its fc_/msg_ id has its reasoning item before it in the same response, the standing
+// instruction is there once, and the first user item of the request is kept.
+func respInvariants(t testing.TB, label string, orig, body []byte) {
+	t.Helper()
+	items := adList(t, body, "input")
+	calls, outs := map[string]int{}, map[string]int{}
+	for i, it := range items {
+		id, _ := it["call_id"].(string)
+		switch {
+		case respIsCall(it):
+			calls[id] = i
+		case respIsOutput(it):
+			outs[id] = i
+			if c, ok := calls[id]; !ok || c > i {
+				t.Fatalf("%s: output %d (%s) without its call before it\n%s", label, i, id, body)
+			}
+		}
+		if it["type"] == "reasoning" {
+			if i == len(items)-1 {
+				t.Fatalf("%s: a reasoning item is last\n%s", label, body)
+			}
+			if next := items[i+1]; !respIsModelOutput(next) || next["type"] == "reasoning" {
+				t.Fatalf("%s: reasoning item %d is not followed by what it produced: %v", label, i, next)
+			}
+		}
+		if _, hasID := it["id"]; hasID && respIsModelOutput(it) && it["type"] != "reasoning" {
+			j := i - 1
+			for j >= 0 && respIsModelOutput(items[j]) && items[j]["type"] != "reasoning" {
+				j--
+			}
+			if j < 0 || items[j]["type"] != "reasoning" {
+				t.Fatalf("%s: item %d keeps its id %v without its reasoning item\n%s", label, i, it["id"], body)
+			}
+		}
+	}
+	for id, c := range calls {
+		if o, ok := outs[id]; !ok || o < c {
+			t.Fatalf("%s: call %s without its output\n%s", label, id, body)
+		}
+	}
+	var doc struct {
+		Instructions *string `json:"instructions"`
+	}
+	must(t, json.Unmarshal(body, &doc))
+	si := 0
+	if doc.Instructions != nil {
+		si = strings.Count(*doc.Instructions, StandingInstruction)
+	}
+	for _, it := range items {
+		if it["role"] == "developer" {
+			si += strings.Count(fmt.Sprint(it["content"]), StandingInstruction)
+		}
+	}
+	if si != 1 {
+		t.Fatalf("%s: %d standing instructions, want 1", label, si)
+	}
+	for _, m := range adList(t, orig, "input") {
+		if m["role"] == "user" {
+			found := false
+			for _, v := range items {
+				if fmt.Sprint(v) == fmt.Sprint(m) || fmt.Sprint(adWithoutPointer(v, "input_text")) == fmt.Sprint(m) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("%s: the first user item is not in the view\n%s", label, body)
+			}
+			break
+		}
+	}
+}
+
+// respGen writes a random Codex-like conversation: reasoning items (with ids and
+// encrypted content), preambles, function / custom / local shell calls and their outputs.
+type respGen struct {
+	rng   *rand.Rand
+	items []string
+	sends []int
+	n     int
+}
+
+func (g *respGen) add(s string) { g.items = append(g.items, s) }
+
+func (g *respGen) reasoning() bool {
+	if g.rng.Intn(5) < 3 {
+		g.n++
+		g.add(fmt.Sprintf(`{"type":"reasoning","id":"rs_%d","summary":[{"type":"summary_text","text":"thinking %d"}],"encrypted_content":"gAAA%d"}`, g.n, g.n, g.n))
+		return true
+	}
+	return false
+}
+
+func (g *respGen) msg(text string, withID bool) {
+	g.n++
+	id := ""
+	if withID {
+		id = fmt.Sprintf(`"id":"msg_%d",`, g.n)
+	}
+	g.add(fmt.Sprintf(`{"type":"message",%s"role":"assistant","content":[{"type":"output_text","text":%q}]}`, id, text))
+}
+
+func (g *respGen) turn(k int) {
+	rng := g.rng
+	if k == 0 {
+		g.add(`{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>\n  <cwd>/w</cwd>\n</environment_context>"}]}`)
+	}
+	g.add(fmt.Sprintf(`{"type":"message","role":"user","content":[{"type":"input_text","text":"turn %d: do item %d"}]}`, k, rng.Intn(100)))
+	g.sends = append(g.sends, len(g.items))
+	for s, steps := 0, rng.Intn(7); s < steps; s++ {
+		r := g.reasoning()
+		if rng.Intn(5) == 0 {
+			g.msg("Working on it.", r)
+		}
+		var outs []string
+		for c, nc := 0, 1+rng.Intn(3); c < nc; c++ {
+			if c > 0 && r && rng.Intn(2) == 0 {
+				// reasoning between the parallel calls of one response: a step start whose
+				// boundary the earlier call's output (after it) must not be split from
+				g.n++
+				g.add(fmt.Sprintf(`{"type":"reasoning","id":"rs_%d","summary":[],"encrypted_content":"gBBB%d"}`, g.n, g.n))
+			}
+			g.n++
+			id := ""
+			switch rng.Intn(3) {
+			case 0:
+				if r {
+					id = fmt.Sprintf(`"id":"fc_%d",`, g.n)
+				}
+				g.add(fmt.Sprintf(`{"type":"function_call",%s"call_id":"call_%d","name":"shell","arguments":"{\"command\":[\"ls\",\"%d\"]}"}`, id, g.n, g.n))
+				outs = append(outs, fmt.Sprintf(`{"type":"function_call_output","call_id":"call_%d","output":%q}`, g.n, strings.Repeat("file\n", 3+rng.Intn(80))))
+			case 1:
+				if r {
+					id = fmt.Sprintf(`"id":"ctc_%d",`, g.n)
+				}
+				g.add(fmt.Sprintf(`{"type":"custom_tool_call",%s"call_id":"call_%d","name":"apply_patch","input":"*** Begin Patch\n*** End Patch"}`, id, g.n))
+				outs = append(outs, fmt.Sprintf(`{"type":"custom_tool_call_output","call_id":"call_%d","output":"Done!"}`, g.n))
+			default:
+				if r {
+					id = fmt.Sprintf(`"id":"lsh_%d",`, g.n)
+				}
+				g.add(fmt.Sprintf(`{"type":"local_shell_call",%s"call_id":"call_%d","status":"completed","action":{"type":"exec","command":["ls"],"env":{}}}`, id, g.n))
+				outs = append(outs, fmt.Sprintf(`{"type":"function_call_output","call_id":"call_%d","output":"ok"}`, g.n))
+			}
+		}
+		rng.Shuffle(len(outs), func(i, j int) { outs[i], outs[j] = outs[j], outs[i] })
+		for _, o := range outs {
+			g.add(o)
+		}
+		g.sends = append(g.sends, len(g.items))
+	}
+	if rng.Intn(8) != 0 {
+		r := g.reasoning()
+		g.msg(fmt.Sprintf("Done with turn %d.", k), r)
+	}
+}
+
+// Random Responses conversations (Codex-shaped, OpenAI and Claude models, the openai and
+// codex families, with and without instructions), one round trip at a time with low
+// thresholds and random forced trims: every view pairs calls and outputs both ways, never
+// ends on or orphans a reasoning item, and drops the id of an item whose reasoning is gone.
+func TestResponsesPairingAndLinkage(t *testing.T) {
+	trims := 0
+	for seed := int64(1); seed <= 7; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		g := &respGen{rng: rng}
+		for k := 0; k < 3+rng.Intn(4); k++ {
+			g.turn(k)
+		}
+		model := []string{"gpt-5.4", "claude-sonnet-4-5", "gpt-5.3-codex", "claude-opus-5-5"}[seed%4]
+		tg := []target{adResponses, adCodex}[rng.Intn(2)]
+		instr := ""
+		if rng.Intn(2) == 0 {
+			instr = `"instructions":"You are Codex.",`
+		}
+		e := newAdEnv(t, testSettings(300+rng.Intn(3000)))
+		sid := fmt.Sprintf("resp-pairs-%d", seed)
+		for _, n := range g.sends {
+			orig := []byte(`{"model":"` + model + `",` + instr + `"input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"perm"}]},` +
+				strings.Join(g.items[:n], ",") + `],"store":false,"stream":true}`)
+			res := e.send(t, tg, adHeader(sid), orig, rng.Intn(5) == 0)
+			if res.trimmed == 2 {
+				trims++
+			}
+			respInvariants(t, fmt.Sprintf("seed %d (%s), %d items", seed, model, n), orig, res.body)
+		}
+		if strings.Contains(e.logs.String(), "fail-open") {
+			t.Fatalf("seed %d: fail-open: %s", seed, e.logs.String())
+		}
+	}
+	if trims < 8 {
+		t.Fatalf("only %d trims: the conversations do not exercise the cut", trims)
+	}
+}
+
+// respIDs summarizes a view: each item as type[:id], reasoning by its id.
+func respIDs(t testing.TB, body []byte) string {
+	var out []string
+	for _, it := range adList(t, body, "input") {
+		s, _ := it["type"].(string)
+		if s == "" {
+			s = "message"
+		}
+		if r, ok := it["role"].(string); ok {
+			s += "/" + r
+		}
+		if id, ok := it["id"].(string); ok {
+			s += ":" + id
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " ")
+}
+
+// The linkage rule (api-rules §4.2): an item a response produced after a reasoning item
+// names it by its fc_/msg_ id; when the view leaves the reasoning out, the item loses its
+// "id" member; when the reasoning stays, the id stays.
+func TestResponsesLinkageIDRemoval(t *testing.T) {
+	dev := `{"type":"message","role":"developer","content":[{"type":"input_text","text":"perm"}]}`
+	user := func(s string) string {
+		return `{"type":"message","role":"user","content":[{"type":"input_text","text":"` + s + `"}]}`
+	}
+	rs := func(n int) string {
+		return fmt.Sprintf(`{"type":"reasoning","id":"rs_%d","summary":[{"type":"summary_text","text":"s%d"}],"encrypted_content":"e%d"}`, n, n, n)
+	}
+	fc := func(n int) string {
+		return fmt.Sprintf(`{"type":"function_call","id":"fc_%d","call_id":"c%d","name":"shell","arguments":"{}"}`, n, n)
+	}
+	out := func(n int) string {
+		return fmt.Sprintf(`{"type":"function_call_output","call_id":"c%d","output":"o%d"}`, n, n)
+	}
+	msg := func(n int) string {
+		return fmt.Sprintf(`{"type":"message","id":"msg_%d","role":"assistant","content":[{"type":"output_text","text":"m%d"}]}`, n, n)
+	}
+	plain := func(n int) string {
+		return fmt.Sprintf(`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"p%d"}]}`, n)
+	}
+	body := func(model string, items ...string) []byte {
+		return []byte(`{"model":"` + model + `","input":[` + dev + `,` + strings.Join(items, ",") + `]}`)
+	}
+	const si = "message/developer"
+	cases := []struct {
+		name, model string
+		items       []string
+		want        string
+	}{
+		{"the reply before the cut loses the id of its dropped reasoning", "gpt-5.4",
+			[]string{user("a"), rs(1), fc(1), out(1), rs(2), msg(2), user("b")},
+			"message/developer " + si + " message/user message/assistant message/user"},
+		{"kept reasoning keeps the ids after it", "gpt-5.4",
+			[]string{user("a"), plain(1), user("b"), plain(2), user("c"), rs(2), fc(2), out(2), rs(3), msg(3), fc(3), out(3)},
+			"message/developer " + si + " message/user message/assistant message/user reasoning:rs_2 function_call:fc_2 function_call_output reasoning:rs_3 message/assistant:msg_3 function_call:fc_3 function_call_output"},
+		{"stripped signed reasoning (Claude) takes the ids after it", "claude-sonnet-4-5",
+			[]string{user("a"), plain(1), user("b"), plain(2), user("c"), rs(2), msg(2), fc(2), out(2), rs(3), fc(3), out(3)},
+			"message/developer " + si + " message/user message/assistant message/user message/assistant function_call function_call_output reasoning:rs_3 function_call:fc_3 function_call_output"},
+		{"the in-turn gap drops a reasoning step and keeps the call after its preamble", "gpt-5.4",
+			[]string{user("a"), plain(1), user("b"), plain(2), user("c"), rs(2), msg(2), fc(2), out(2), rs(4), fc(4), out(4), rs(5), fc(5), out(5), rs(6), fc(6), out(6)},
+			"message/developer " + si + " message/user message/assistant message/user function_call function_call_output reasoning:rs_4 function_call:fc_4 function_call_output reasoning:rs_5 function_call:fc_5 function_call_output reasoning:rs_6 function_call:fc_6 function_call_output"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newAdEnv(t, testSettings(1_000_000))
+			in := body(tc.model, tc.items...)
+			res := e.send(t, adResponses, adHeader("link"), in, true)
+			if res.trimmed != 2 {
+				t.Fatalf("trimmed = %d", res.trimmed)
+			}
+			if got := respIDs(t, res.body); got != tc.want {
+				t.Fatalf("view\n got %s\nwant %s", got, tc.want)
+			}
+			respInvariants(t, tc.name, in, res.body)
+		})
+	}
+}
+
+// Signed reasoning (contract: Trim, Responses row): a reasoning item with encrypted_content
+// is LiteLLM's signed Anthropic thinking only for a Claude model, and only then leaves the
+// older kept steps; OpenAI's encrypted reasoning and a Claude reasoning item without
+// encrypted content stay.
+func TestResponsesSignedReasoningClaudeOnly(t *testing.T) {
+	items := []string{
+		`{"type":"message","role":"user","content":[{"type":"input_text","text":"a"}]}`,
+		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]}`,
+		`{"type":"message","role":"user","content":[{"type":"input_text","text":"a2"}]}`,
+		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok2"}]}`,
+		`{"type":"message","role":"user","content":[{"type":"input_text","text":"b"}]}`,
+		`{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"enc1"}`,
+		`{"type":"function_call","call_id":"c1","name":"shell","arguments":"{}"}`,
+		`{"type":"function_call_output","call_id":"c1","output":"o1"}`,
+		`{"type":"reasoning","id":"rs_2","summary":[{"type":"summary_text","text":"plain"}]}`,
+		`{"type":"function_call","call_id":"c2","name":"shell","arguments":"{}"}`,
+		`{"type":"function_call_output","call_id":"c2","output":"o2"}`,
+		`{"type":"reasoning","id":"rs_3","summary":[],"encrypted_content":"enc3"}`,
+		`{"type":"function_call","call_id":"c3","name":"shell","arguments":"{}"}`,
+		`{"type":"function_call_output","call_id":"c3","output":"o3"}`,
+	}
+	for _, tc := range []struct {
+		model, want string
+	}{
+		{"gpt-5.4", "rs_1 rs_2 rs_3"},
+		{"o3", "rs_1 rs_2 rs_3"},
+		{"gpt-5.3-codex", "rs_1 rs_2 rs_3"},
+		{"claude-sonnet-4-5", "rs_2 rs_3"},
+		{"anthropic/Claude-Opus-4-1", "rs_2 rs_3"},
+		{"bedrock/us.anthropic.claude-haiku-4-5", "rs_2 rs_3"},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			e := newAdEnv(t, testSettings(1_000_000))
+			in := []byte(`{"model":"` + tc.model + `","instructions":"x","input":[` + strings.Join(items, ",") + `]}`)
+			res := e.send(t, adResponses, adHeader("signed"), in, true)
+			var got []string
+			for _, it := range adList(t, res.body, "input") {
+				if it["type"] == "reasoning" {
+					got = append(got, it["id"].(string))
+				}
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Fatalf("reasoning items in the view: %v, want %s", got, tc.want)
+			}
+			respInvariants(t, tc.model, in, res.body)
+			// without a trim, nothing is stripped
+			e2 := newAdEnv(t, testSettings(1_000_000))
+			if res := e2.send(t, adResponses, adHeader("signed"), in, false); !bytes.Contains(res.body, []byte(`"rs_1"`)) {
+				t.Fatal("an untrimmed request lost its reasoning")
+			}
+		})
+	}
+}
+
+// Requests that carry their history upstream pass through byte for byte and store nothing
+// (issue 4, never rewrite): a compaction item, a compaction_trigger item, a
+// previous_response_id continuation; also zstd-encoded on the Codex route.
+func TestResponsesPassThroughUntouched(t *testing.T) {
+	up := newAdUpstream(t, nil)
+	h := newAdHTTP(t, testSettings(0), allOn{}, up.srv.URL)
+	bodies := map[string]string{
+		"compaction":           `{"model":"gpt-5.4","instructions":"x","input":[{"type":"compaction","id":"cmp_1","encrypted_content":"gAAAA"},{"type":"message","role":"user","content":[{"type":"input_text","text":"go on"}]}],"store":false}`,
+		"compaction_trigger":   `{"model":"gpt-5.4","input":[{"role":"user","content":"a"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"b"}]},{"type" : "compaction_trigger"}]}`,
+		"previous_response_id": `{"model":"gpt-5.4","previous_response_id":"resp_123","input":[{"role":"user","content":"next"}]}`,
+	}
+	enc, err := zstd.NewWriter(nil)
+	must(t, err)
+	for name, body := range bodies {
+		for _, route := range []string{"/v1/responses", "/codex/responses"} {
+			sid := "pass-" + strings.ReplaceAll(name, "_", "-")
+			r, _ := h.post(t, route, []byte(body), map[string]string{"Session_id": sid})
+			if got := up.last(t); r.StatusCode != 200 || string(got.Body) != body {
+				t.Errorf("%s on %s: upstream got %s", name, route, got.Body)
+			}
+			z := enc.EncodeAll([]byte(body), nil)
+			h.post(t, route, z, map[string]string{"Session_id": sid, "Content-Encoding": "zstd"})
+			if got := up.last(t); !bytes.Equal(got.Body, z) || got.Header.Get("Content-Encoding") != "zstd" {
+				t.Errorf("%s on %s (zstd): the encoded body changed", name, route)
+			}
+			if n := adRowCount(t, h.root, sid); n != 0 {
+				t.Errorf("%s: %d rows stored", name, n)
+			}
+		}
+	}
+	if strings.Contains(h.logs.String(), "fail-open") {
+		t.Fatalf("a pass-through is not a fault: %s", h.logs.String())
+	}
+	// and a rewrite still happens on the same routes for an ordinary request
+	h.post(t, "/v1/responses", []byte(`{"model":"gpt-5.4","previous_response_id":null,"input":"hi"}`), map[string]string{"Session_id": "pass-null"})
+	if got := up.last(t); !bytes.Contains(got.Body, []byte("Context management: to fit")) {
+		t.Fatalf("a null previous_response_id was not rewritten: %s", got.Body)
+	}
+}
+
+// Responses rows (contract: Rows; decisions of issue 4): user parts, reasoning summary
+// text, assistant output text, calls with compact JSON arguments (a namespaced call named
+// NS__name), custom tool input as sent, local shell action as compact JSON, outputs named
+// by their call; server-side tools and unknown items as compact JSON text; developer and
+// system items never stored.
+func TestResponsesRows(t *testing.T) {
+	e := newAdEnv(t, testSettings(10_000_000))
+	body := []byte(`{"model":"gpt-5.4","input":[` +
+		`{"type":"message","role":"developer","content":"dev"},{"role":"system","content":"sys"},` +
+		`{"role":"user","content":[{"type":"input_text","text":"look"},{"type":"input_image","image_url":"https://x/y.png"},{"type":"input_file","file_id":"f"}]},` +
+		`{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"**Plan**"},{"type":"summary_text","text":"then act"}],"encrypted_content":"e"},` +
+		`{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Sure.","annotations":[]}]},` +
+		`{"type":"function_call","id":"fc_1","call_id":"c1","namespace":"mcp__fs","name":"read_file","arguments":"{ \"path\" : \"a\" }"},` +
+		`{"type":"custom_tool_call","call_id":"c2","name":"apply_patch","input":"*** Begin Patch\n*** End Patch"},` +
+		`{"type":"local_shell_call","call_id":"c3","status":"completed","action":{"type":"exec","command":["ls", "-l"]}},` +
+		`{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"go"}},` +
+		`{"type":"function_call_output","call_id":"c1","output":[{"type":"input_text","text":"p1"},{"type":"input_text","text":"p2"}]},` +
+		`{"type":"custom_tool_call_output","call_id":"c2","output":"Done!"},` +
+		`{"type":"function_call_output","call_id":"c3","output":"total 0"},` +
+		`{"type":"item_reference","id":"msg_0"},` +
+		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"All done."}]}]}`)
+	e.send(t, adResponses, adHeader("resp-rows"), body, false)
+	rows, err := adDB(t, e.root, "resp-rows").Query(`SELECT role, kind, coalesce(name, '-'), text FROM messages ORDER BY seq`)
+	must(t, err)
+	var got []string
+	for rows.Next() {
+		var r, k, n, x string
+		must(t, rows.Scan(&r, &k, &n, &x))
+		got = append(got, r+"/"+k+"/"+n+"/"+x)
+	}
+	want := []string{
+		"user/text/-/look", "user/text/-/[image]", "user/text/-/[document]",
+		"assistant/thinking/-/**Plan**\nthen act",
+		"assistant/text/-/Sure.",
+		`assistant/tool_use/mcp__fs__read_file/{"path":"a"}`,
+		"assistant/tool_use/apply_patch/*** Begin Patch\n*** End Patch",
+		`assistant/tool_use/local_shell/{"type":"exec","command":["ls","-l"]}`,
+		`assistant/text/-/{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"go"}}`,
+		"tool/tool_result/mcp__fs__read_file/p1\np2",
+		"tool/tool_result/apply_patch/Done!",
+		"tool/tool_result/local_shell/total 0",
+		`assistant/text/-/{"type":"item_reference","id":"msg_0"}`,
+		"assistant/text/-/All done.",
+	}
+	if strings.Join(got, "\n---\n") != strings.Join(want, "\n---\n") {
+		t.Fatalf("rows\n got %q\nwant %q", got, want)
+	}
+}
+
+// The output of a local shell call as the Responses API types it (openai-python
+// response_input_item_param.py, LocalShellCallOutput): it names its call in "id" ("The
+// unique ID of the local shell tool call generated by the model", the call's call_id), not
+// in call_id. Its row is a tool result named by its call, like every other output.
+func TestResponsesLocalShellOutputNamedByItsCall(t *testing.T) {
+	e := newAdEnv(t, testSettings(10_000_000))
+	body := []byte(`{"model":"gpt-5.4","input":[{"role":"user","content":"list"},` +
+		`{"type":"local_shell_call","id":"lsh_1","call_id":"call_9","status":"completed","action":{"type":"exec","command":["ls"],"env":{}}},` +
+		`{"type":"local_shell_call_output","id":"call_9","output":"a.txt"}]}`)
+	e.send(t, adResponses, adHeader("lsh"), body, false)
+	var name string
+	must(t, adDB(t, e.root, "lsh").QueryRow(`SELECT coalesce(name, '') FROM messages WHERE kind = 'tool_result'`).Scan(&name))
+	if name != "local_shell" {
+		t.Fatalf("the local shell output row is named %q, want local_shell (its call)", name)
+	}
+}
+
+// in_context means "the latest request that carried the row also sends it to the model"
+// (contract: Session database, messages.in_context). An OpenAI reasoning item is not
+// signed, so a trim keeps it in the view (contract: Trim, Responses row, "Kept"); its
+// thinking row must then stay in context.
+func TestResponsesKeptReasoningRowStaysInContext(t *testing.T) {
+	e := newAdEnv(t, testSettings(10_000_000))
+	in := []byte(`{"model":"gpt-5.4","input":[` +
+		`{"role":"user","content":"a"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]},` +
+		`{"role":"user","content":"a2"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok2"}]},` +
+		`{"role":"user","content":"b"},` +
+		`{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"first look"}],"encrypted_content":"enc1"},` +
+		`{"type":"function_call","id":"fc_1","call_id":"c1","name":"shell","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"o1"},` +
+		`{"type":"reasoning","id":"rs_2","summary":[{"type":"summary_text","text":"second look"}],"encrypted_content":"enc2"},` +
+		`{"type":"function_call","id":"fc_2","call_id":"c2","name":"shell","arguments":"{}"},{"type":"function_call_output","call_id":"c2","output":"o2"}]}`)
+	res := e.send(t, adResponses, adHeader("kept-rs"), in, true)
+	if !bytes.Contains(res.body, []byte(`"id":"rs_1"`)) {
+		t.Fatalf("the OpenAI reasoning item left the view: %s", res.body)
+	}
+	var inCtx int
+	must(t, adDB(t, e.root, "kept-rs").QueryRow(`SELECT in_context FROM messages WHERE text = 'first look'`).Scan(&inCtx))
+	if inCtx != 1 {
+		t.Fatalf("the reasoning row the view still sends has in_context = %d", inCtx)
+	}
+}
+
+// The usage tap on the Responses route (api-rules §7): response.completed's usage in a
+// stream (other events' usage ignored), the body's usage otherwise; input excludes the
+// cached tokens.
+func TestResponsesUsageTap(t *testing.T) {
+	const stream = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"usage\":null}}\n\n" +
+		"event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"response\":{\"id\":\"resp_1\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n" +
+		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n" +
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"usage\":{\"input_tokens\":5000,\"input_tokens_details\":{\"cached_tokens\":4096},\"output_tokens\":42,\"output_tokens_details\":{\"reasoning_tokens\":30},\"total_tokens\":5042}}}\n\n"
+	const jsonBody = `{"id":"resp_2","object":"response","status":"completed","output":[],"usage":{"input_tokens":800,"input_tokens_details":{"cached_tokens":0},"output_tokens":9,"total_tokens":809}}`
+	up := newAdUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if bytes.Contains(body, []byte(`resp-usage-gz`)) {
+			// a compressed stream: the tap reads it after the end
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			io.WriteString(zw, stream)
+			zw.Close()
+			return
+		}
+		if bytes.Contains(body, []byte(`"stream":true`)) {
+			w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+			for _, part := range strings.SplitAfter(stream, "\n\n") {
+				io.WriteString(w, part)
+				w.(http.Flusher).Flush()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, jsonBody)
+	})
+	h := newAdHTTP(t, testSettings(10_000_000), allOn{}, up.srv.URL)
+	r, b := h.post(t, "/codex/responses", []byte(`{"model":"gpt-5.4","input":"hi","stream":true,"prompt_cache_key":"resp-usage-s"}`), nil)
+	if r.StatusCode != 200 || string(b) != stream {
+		t.Fatalf("the stream did not reach the client unchanged: %d %q", r.StatusCode, b)
+	}
+	if got, want := adUsage(t, h, "resp-usage-s"), "input=904 read=4096 write=NULL output=42 trimmed=0"; got != want {
+		t.Errorf("stream usage %s, want %s", got, want)
+	}
+	r, b = h.post(t, "/v1/responses", []byte(`{"model":"gpt-5.4","input":"hi","prompt_cache_key":"resp-usage-j"}`), nil)
+	if r.StatusCode != 200 || string(b) != jsonBody {
+		t.Fatalf("the body did not reach the client unchanged: %d %q", r.StatusCode, b)
+	}
+	if got, want := adUsage(t, h, "resp-usage-j"), "input=800 read=0 write=NULL output=9 trimmed=0"; got != want {
+		t.Errorf("json usage %s, want %s", got, want)
+	}
+	r, b = h.post(t, "/codex/responses", []byte(`{"model":"gpt-5.4","input":"hi","stream":true,"prompt_cache_key":"resp-usage-gz"}`), nil)
+	if r.StatusCode != 200 || string(b) != stream {
+		t.Fatalf("the gzip stream did not reach the client unchanged: %d %q", r.StatusCode, b)
+	}
+	if got, want := adUsage(t, h, "resp-usage-gz"), "input=904 read=4096 write=NULL output=42 trimmed=0"; got != want {
+		t.Errorf("gzip stream usage %s, want %s", got, want)
+	}
+}
+
+// A Responses body the adapter cannot read goes upstream byte for byte with one fail-open
+// line: not JSON, instructions that are not a string, an item role the API does not have.
+func TestResponsesFailOpen(t *testing.T) {
+	up := newAdUpstream(t, nil)
+	h := newAdHTTP(t, testSettings(0), allOn{}, up.srv.URL)
+	for _, bad := range []string{
+		`{"model":"gpt-5.4","input":[{"role":"user","content":"hi"}]`,
+		`{"model":"gpt-5.4","instructions":["x"],"input":[{"role":"user","content":"hi"}]}`,
+		`{"model":"gpt-5.4","input":[{"type":"message","role":"tool","content":"hi"}]}`,
+		`{"model":"gpt-5.4","input":7}`,
+	} {
+		before := strings.Count(h.logs.String(), "smarter-compact: fail-open")
+		h.post(t, "/codex/responses", []byte(bad), map[string]string{"Session_id": "resp-bad"})
+		if got := up.last(t); string(got.Body) != bad {
+			t.Errorf("%q: upstream got %q", bad, got.Body)
+		}
+		if n := strings.Count(h.logs.String(), "smarter-compact: fail-open") - before; n != 1 {
+			t.Errorf("%q: %d fail-open lines, want 1", bad, n)
+		}
+	}
+}

@@ -174,43 +174,39 @@ func chooseCut(msgs []*message, first, prev int) int {
 // and holds the messages after it up to the next one. A boundary that a tool call/result
 // pair would straddle is not a boundary, so a step is never split.
 func steps(msgs []*message, cut int) []int {
+	// A pair first seen at a and again at b straddles every boundary in a+1..b: mark those
+	// with a difference array, so this is one pass over the turn.
+	lo := cut + 1
+	if lo >= len(msgs) {
+		return nil
+	}
+	seen := map[string]int{}
+	diff := make([]int, len(msgs)+1)
+	mark := func(id string, j int) {
+		if a, ok := seen[id]; !ok {
+			seen[id] = j
+		} else if a < j {
+			diff[a+1]++
+			diff[j+1]--
+		}
+	}
+	for j := lo; j < len(msgs); j++ {
+		for _, u := range msgs[j].toolUses {
+			mark(u.id, j)
+		}
+		for _, id := range msgs[j].toolResIDs {
+			mark(id, j)
+		}
+	}
 	var out []int
-	for i := cut + 1; i < len(msgs); i++ {
-		if msgs[i].stepStart && !straddles(msgs, cut+1, i) {
+	open := 0
+	for i := lo; i < len(msgs); i++ {
+		open += diff[i]
+		if msgs[i].stepStart && open == 0 {
 			out = append(out, i)
 		}
 	}
 	return out
-}
-
-// straddles reports whether a tool call/result pair has one side in msgs[lo:at] and the
-// other in msgs[at:].
-func straddles(msgs []*message, lo, at int) bool {
-	ids := map[string]bool{}
-	for j := lo; j < at; j++ {
-		for _, u := range msgs[j].toolUses {
-			ids[u.id] = true
-		}
-		for _, id := range msgs[j].toolResIDs {
-			ids[id] = true
-		}
-	}
-	if len(ids) == 0 {
-		return false
-	}
-	for j := at; j < len(msgs); j++ {
-		for _, u := range msgs[j].toolUses {
-			if ids[u.id] {
-				return true
-			}
-		}
-		for _, id := range msgs[j].toolResIDs {
-			if ids[id] {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // latestAssistant returns the index of the last assistant message, -1 when none.

@@ -137,7 +137,9 @@ func viewChars(req *request, msgs []*message, plan cutPlan, block string) int {
 // untouched. family is the upstream ("codex" leaves Responses instructions alone).
 func render(req *request, msgs []*message, plan cutPlan, block string, instruction bool, family string) view {
 	out := make([]byte, 0, len(req.body)+len(block)+len(StandingInstruction)+256)
-	arr := make([]byte, 0, len(req.top[req.messagesAt].val)+len(block)+len(StandingInstruction)+64)
+	// room for the list, the pointer with its part wrapper and escapes, and the
+	// instruction as an item, so the list is allocated once
+	arr := make([]byte, 0, len(req.top[req.messagesAt].val)+len(block)+len(responsesInstructionJSON)+256)
 	arr = append(arr, '[')
 	chars := len(req.system) + len(req.tools)
 	repl := map[int][]byte{}
@@ -221,11 +223,17 @@ func leadingPinned(msgs []*message) int {
 	return i
 }
 
+// The standing instruction as a Chat message and as a Responses item, built once.
+var (
+	chatInstructionJSON      = chatInstruction()
+	responsesInstructionJSON = responsesInstruction()
+)
+
 func instructionItem(f apiFormat) []byte {
 	if f == responsesFormat {
-		return responsesInstruction()
+		return responsesInstructionJSON
 	}
-	return chatInstruction()
+	return chatInstructionJSON
 }
 
 // withInstruction returns the system value with the standing instruction appended as one

@@ -29,7 +29,7 @@ type request struct {
 	stringInput bool
 	// passThrough names why the request must reach the upstream untouched ("" when it
 	// may be rewritten): a Codex compaction request, or a continuation by
-	// previous_response_id whose history lives upstream.
+	// previous_response_id or conversation, whose history lives upstream.
 	passThrough string
 }
 
@@ -110,9 +110,11 @@ func parseRequest(f apiFormat, body []byte, k *known) (*request, error) {
 			if kindOf(m.val) == '"' {
 				req.promptCacheKey, _ = decodeString(m.val)
 			}
-		case "previous_response_id":
-			if f == responsesFormat && kindOf(m.val) == '"' {
-				req.passThrough = "previous_response_id"
+		case "previous_response_id", "conversation":
+			// the history lives upstream and input holds only the new items: nothing to
+			// trim, and anything added would stay in the stored conversation
+			if f == responsesFormat && kindOf(m.val) != 'n' {
+				req.passThrough = m.key
 			}
 		case list:
 			req.messagesAt = i
@@ -330,6 +332,9 @@ type message struct {
 	modelOutput bool
 	// thinkingAt is the member index of a Chat message's thinking_blocks, -1 when absent.
 	thinkingAt int
+	// legacyFn names the function of a Chat legacy function_call or role "function"
+	// result ("" otherwise); numberLegacyCalls pairs them.
+	legacyFn string
 }
 
 // preRow is one row of a Chat message or Responses item before chaining. A tool_result's

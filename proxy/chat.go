@@ -60,15 +60,16 @@ func parseChatMessage(raw []byte) (*message, error) {
 		}
 	case "tool", "function":
 		if m.role == "function" {
-			// a legacy function result names its function, not a call
-			callID = legacyCallID(name)
+			// a legacy function result names its function, not a call: it is paired with
+			// the latest call of that function by numberLegacyCalls
+			callID, m.legacyFn = "", name
 		}
 		m.toolResIDs = []string{callID}
 		text, err := partsText(content)
 		if err != nil {
 			return nil, err
 		}
-		m.pre = []preRow{{role: "tool", kind: "tool_result", text: text, callID: callID, compress: "content"}}
+		m.pre = []preRow{{role: "tool", kind: "tool_result", name: name, text: text, callID: callID, compress: "content"}}
 		m.nonThinking = 1
 	default:
 		return nil, fmt.Errorf("message role %q", m.role)
@@ -159,7 +160,8 @@ func chatAssistant(m *message, content, toolCalls, functionCall, thinkingBlocks,
 		if err != nil {
 			return err
 		}
-		m.toolUses = append(m.toolUses, toolUse{id: legacyCallID(name), name: name})
+		m.toolUses = append(m.toolUses, toolUse{name: name})
+		m.legacyFn = name
 		m.pre = append(m.pre, preRow{role: "assistant", kind: "tool_use", name: name, text: in})
 		m.nonThinking++
 	}
@@ -167,9 +169,27 @@ func chatAssistant(m *message, content, toolCalls, functionCall, thinkingBlocks,
 	return nil
 }
 
-// legacyCallID pairs a legacy function_call with its role "function" result, which carry
-// only the function's name.
-func legacyCallID(name string) string { return "function_call:" + name }
+// numberLegacyCalls gives legacy function calls and results pair ids: the n-th call of a
+// function and the results after it (until its next call) share "function_call:<name>#n".
+// They carry only the function's name, and one id per name would tie calls of different
+// turns together, so no cut could ever separate them.
+func numberLegacyCalls(msgs []*message) {
+	var count map[string]int
+	for _, m := range msgs {
+		if m.legacyFn == "" {
+			continue
+		}
+		if count == nil {
+			count = map[string]int{}
+		}
+		if m.role == "assistant" {
+			count[m.legacyFn]++
+			m.toolUses[len(m.toolUses)-1].id = fmt.Sprintf("function_call:%s#%d", m.legacyFn, count[m.legacyFn])
+		} else {
+			m.toolResIDs[0] = fmt.Sprintf("function_call:%s#%d", m.legacyFn, count[m.legacyFn])
+		}
+	}
+}
 
 // renderChatMessage returns a Chat message with the pointer as a leading text part of its
 // content and, when strip is set, without thinking_blocks. nil means the message is left

@@ -141,7 +141,7 @@ func (p *Proxy) rewriteFor(tg target, h http.Header, body []byte, dry bool, out 
 			dropped := next.dropped(msgs)
 			plan, block = next, PointerText(sid, dropped)
 			*ts = threadState{Cut: msgs[plan.cut].key, KeepHead: plan.keepHead, Dropped: dropped, Block: block, Sample: ts.Sample}
-			if plan.gap > plan.cut+1 && plan.gap < len(msgs) {
+			if plan.gap > plan.cutEnd+1 && plan.gap < len(msgs) {
 				ts.Gap = msgs[plan.gap].key
 			}
 			if start, last := latestRun(msgs); last >= 0 && plan.strip >= start {
@@ -175,7 +175,7 @@ func (p *Proxy) rewriteFor(tg target, h http.Header, body []byte, dry bool, out 
 	v := render(req, msgs, plan, block, p.settings.StandingInstruction, tg.family)
 	if !dry {
 		p.storeRows(sid, thread, msgs, plan, now)
-		sess.keepThread(thread, msgs)
+		sess.keepThread(req.format, thread, msgs)
 		sess.last = remember(req, msgs, sess.last)
 		sess.used = now
 	}
@@ -211,8 +211,9 @@ func resolvePlan(ts *threadState, msgs []*message) cutPlan {
 	if p.cut > first && !p.keepHead {
 		p.reply = replyBefore(msgs, p.cut)
 	}
-	p.gap = p.cut + 1
-	if g := find(ts.Gap); g > p.cut {
+	p.cutEnd = turnEnd(msgs, p.cut)
+	p.gap = p.cutEnd + 1
+	if g := find(ts.Gap); g > p.cutEnd {
 		p.gap = g
 	}
 	if ts.StripFP != "" {

@@ -31,7 +31,13 @@ type session struct {
 // plus subagents); a thread not kept only loses the fast path.
 const maxThreads = 8
 
-func (s *session) keepThread(thread string, msgs []*message) {
+// threadCacheKey names a thread's cached messages per wire format: the same JSON can be a
+// message of two formats (a string-content user message is valid Chat and Anthropic), and a
+// message parsed as one format must not be reused as the other.
+func threadCacheKey(f apiFormat, thread string) string { return f.String() + "/" + thread }
+
+func (s *session) keepThread(f apiFormat, thread string, msgs []*message) {
+	thread = threadCacheKey(f, thread)
 	if _, ok := s.threads[thread]; !ok && len(s.threads) >= maxThreads {
 		for k := range s.threads {
 			delete(s.threads, k)
@@ -93,14 +99,17 @@ func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread
 		}
 		if firstTurn != "" {
 			thread = firstTurn
-			cache = s.threads[thread]
+			cache = s.threads[threadCacheKey(req.format, thread)]
 		}
 	}
 	if thread == "" {
 		thread = firstTurn
 	}
-	if req.format == responsesFormat {
+	switch req.format {
+	case responsesFormat:
 		prepareItems(msgs, req.model)
+	case chatFormat:
+		numberLegacyCalls(msgs)
 	}
 	return msgs, thread, nil
 }

@@ -7,15 +7,20 @@ package proxy
 type cutPlan struct {
 	first int // first real user turn, -1 when there is none
 	cut   int // the cut turn, -1 when the request is not trimmed
-	reply int // the final reply kept before the cut turn, -1 when none
-	gap   int // first message of the kept tail after the cut turn; cut+1 (or -1) means no gap
-	strip int // assistant messages before this index lose signed thinking; -1 strips nothing
+	// cutEnd is the cut turn's last message: a turn sent as several user messages in a row
+	// (Codex: environment context, then the prompt) is kept whole
+	cutEnd int
+	reply  int // the final reply kept before the cut turn, -1 when none
+	gap    int // first message of the kept tail after the cut turn; cutEnd+1 (or -1) means no gap
+	strip  int // assistant messages before this index lose signed thinking; -1 strips nothing
 	// keepHead keeps every message before the cut turn: the cut is not a candidate (no
 	// earlier turn could drop cleanly), so only the in-turn gap drops.
 	keepHead bool
 }
 
-func noPlan(first int) cutPlan { return cutPlan{first: first, cut: -1, reply: -1, gap: -1, strip: -1} }
+func noPlan(first int) cutPlan {
+	return cutPlan{first: first, cut: -1, cutEnd: -1, reply: -1, gap: -1, strip: -1}
+}
 
 func (p cutPlan) active() bool { return p.cut >= 0 }
 
@@ -36,12 +41,12 @@ func (p cutPlan) kept(msgs []*message, i int) bool {
 		return j < 0 || p.kept(msgs, j)
 	}
 	switch {
-	case !p.active() || i <= p.first || i == p.cut:
+	case !p.active() || i <= p.first || i >= p.cut && i <= p.cutEnd:
 		return true
 	case i < p.cut:
 		return p.keepHead || i == p.reply
 	default:
-		return p.gap <= p.cut+1 || i >= p.gap
+		return p.gap <= p.cutEnd+1 || i >= p.gap
 	}
 }
 
@@ -67,20 +72,26 @@ func (p cutPlan) dropped(msgs []*message) int {
 func firstRealUser(msgs []*message) int {
 	for i, m := range msgs {
 		if m.role == "user" && m.realUser {
-			last := i
-			for j := i + 1; j < len(msgs); j++ {
-				if msgs[j].pinned {
-					continue
-				}
-				if msgs[j].role != "user" || !msgs[j].realUser {
-					break
-				}
-				last = j
-			}
-			return last
+			return turnEnd(msgs, i)
 		}
 	}
 	return -1
+}
+
+// turnEnd returns the last message of the user turn that starts at i: i and the real user
+// messages right after it (pinned messages in between are skipped).
+func turnEnd(msgs []*message, i int) int {
+	last := i
+	for j := i + 1; j < len(msgs); j++ {
+		if msgs[j].pinned {
+			continue
+		}
+		if msgs[j].role != "user" || !msgs[j].realUser {
+			break
+		}
+		last = j
+	}
+	return last
 }
 
 // replyBefore returns the index of the agent message just before message i, skipping
@@ -258,8 +269,9 @@ func planTrim(msgs []*message, old cutPlan, under func(p cutPlan) bool, bindsPre
 	if p.cut > first && !p.keepHead {
 		p.reply = replyBefore(msgs, p.cut)
 	}
-	p.gap = p.cut + 1
-	if st := steps(msgs, p.cut); len(st) > 3 {
+	p.cutEnd = turnEnd(msgs, p.cut)
+	p.gap = p.cutEnd + 1
+	if st := steps(msgs, p.cutEnd); len(st) > 3 {
 		tail := len(st) - 3
 		for tail > 1 {
 			try := p

@@ -114,14 +114,15 @@ func (t *usageTap) sseLine(line []byte) {
 		}
 		return
 	case responsesFormat:
-		// response.completed carries response.usage (api-rules §4.3, §7)
+		// response.completed carries response.usage (api-rules §4.3, §7); an incomplete
+		// response (max_output_tokens, content filter) is a finished call too
 		var ev struct {
 			Type     string `json:"type"`
 			Response struct {
 				Usage json.RawMessage `json:"usage"`
 			} `json:"response"`
 		}
-		if json.Unmarshal(bytes.TrimSpace(data), &ev) == nil && ev.Type == "response.completed" {
+		if json.Unmarshal(bytes.TrimSpace(data), &ev) == nil && (ev.Type == "response.completed" || ev.Type == "response.incomplete") {
 			t.u.mergeOpenAI(ev.Response.Usage)
 		}
 		return

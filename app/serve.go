@@ -83,7 +83,7 @@ func serve(ctx context.Context, args []string, sys system) error {
 	defer px.Close() // after the server drained, before root.Close
 	recall := mcp.New(root, mcpOptions(cfg, sys))
 	srv := &http.Server{
-		Handler:           routes(cfg.Port, px, recall.Handler(), log),
+		Handler:           routes(cfg.Port, px, recall.Handler(), toggles, log),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -95,7 +95,9 @@ func serve(ctx context.Context, args []string, sys system) error {
 	}
 	log.Info("smarter-compact serving", "version", version, "addr", "http://"+ln.Addr().String(),
 		"store", root.Dir(), "config", configName, "agents", toggles.String(),
-		"upstream_anthropic", upstreamHost(cfg.Proxy.Upstreams["anthropic"]))
+		"upstream_anthropic", upstreamHost(cfg.Proxy.Upstreams["anthropic"]),
+		"upstream_openai", upstreamHost(cfg.Proxy.Upstreams["openai"]),
+		"upstream_codex", upstreamHost(cfg.Proxy.Upstreams["codex"]))
 	var wg sync.WaitGroup
 	defer wg.Wait() // before root.Close
 	bg, stopBG := context.WithCancel(ctx)
@@ -163,12 +165,12 @@ func sweep(root *store.Root, ttlDays int, log *slog.Logger) {
 	}
 }
 
-// upstreamHost is an upstream URL without user info, path or query: enough to see where
-// traffic goes, nothing that could carry a credential.
+// upstreamHost is an upstream URL without user info or query: enough to see where traffic
+// goes (the path matters for the Codex backend), nothing that could carry a credential.
 func upstreamHost(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return "(invalid)"
 	}
-	return u.Scheme + "://" + u.Host
+	return u.Scheme + "://" + u.Host + u.Path
 }

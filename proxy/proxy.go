@@ -475,7 +475,12 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	}
 	p.log.Warn("smarter-compact: upstream request failed", "host", r.URL.Host, "err", err.Error())
 	rt, _ := r.Context().Value(routeKey{}).(route)
-	writeError(w, rt.family, status, typ, fmt.Sprintf("smarter-compact: upstream %s failed: %v", r.URL.Host, err))
+	msg := fmt.Sprintf("smarter-compact: upstream %s failed: %v", r.URL.Host, err)
+	if rt.family != "" {
+		msg += fmt.Sprintf(" (the %s upstream is [upstream] %s in config.toml or SMARTER_COMPACT_UPSTREAM_%s)",
+			rt.family, rt.family, strings.ToUpper(rt.family))
+	}
+	writeError(w, rt.family, status, typ, msg)
 }
 
 // idle timeout: the upstream must make progress at least every IdleTimeout, both before

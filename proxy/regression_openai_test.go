@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -98,5 +99,36 @@ func TestResponsesConversationPassesThrough(t *testing.T) {
 			got = string(res.body)
 		}
 		t.Fatalf("want pass-through (history lives upstream), got err=%v body:\n%.400s", err, got)
+	}
+}
+
+// A trim the threshold asks for must shrink the request: dropping two short messages while
+// adding a pointer of about 1 KB made it bigger (seen by a new user with a small threshold:
+// tokens_before=11430 tokens_after=11577). A forced trim still happens.
+func TestThresholdTrimThatWouldGrowTheRequestIsSkipped(t *testing.T) {
+	body := []byte(`{"model":"gpt-5.4","messages":[{"role":"system","content":"sys"},` +
+		`{"role":"user","content":"task"},{"role":"assistant","content":"r1"},` +
+		`{"role":"user","content":"q2"},{"role":"assistant","content":"r2"},{"role":"user","content":"q3"}]}`)
+	h := http.Header{}
+	h.Set("X-Session-Id", "grow")
+	p := benchProxy(t, 1) // every request is over the threshold
+	res, _, err := p.rewriteAs(target{chatFormat, "openai"}, h, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.trimmed != 0 || strings.Contains(string(res.body), "[smarter-compact: continuing session") {
+		t.Fatalf("a trim that drops 2 short messages and adds the pointer was made (trimmed=%d)", res.trimmed)
+	}
+
+	forced := benchProxy(t, 1)
+	if err := forced.root.SetForce("grow"); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err = forced.rewriteAs(target{chatFormat, "openai"}, h, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.trimmed != 2 {
+		t.Fatalf("a forced trim was skipped (trimmed=%d)", res.trimmed)
 	}
 }

@@ -137,7 +137,11 @@ func (p *Proxy) rewriteFor(tg target, h http.Header, body []byte, dry bool, out 
 		provisional := PointerText(sid, 0)
 		under := func(pl cutPlan) bool { return est(pl, provisional) < budget }
 		next := planTrim(msgs, plan, under, bindsThinkingToPrefix(req.model, req.thinking) && !p.contractStripOnly)
-		if next.active() && next.dropped(msgs) > plan.dropped(msgs) {
+		// A trim the threshold asks for must make the request smaller: dropping one short
+		// step while adding the pointer would grow it and still cost the prompt cache. A
+		// forced trim (/smarter-compact) is the user's call.
+		if next.active() && next.dropped(msgs) > plan.dropped(msgs) &&
+			(force || est(next, PointerText(sid, next.dropped(msgs))) < before) {
 			dropped := next.dropped(msgs)
 			plan, block = next, PointerText(sid, dropped)
 			*ts = threadState{Cut: msgs[plan.cut].key, KeepHead: plan.keepHead, Dropped: dropped, Block: block, Sample: ts.Sample}

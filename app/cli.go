@@ -27,11 +27,18 @@ Usage:
   smarter-compact <command> [flags]
 
 Commands:
-  serve     run the proxy on 127.0.0.1 (port 4100 unless configured)
-  mcp       serve the recall tools (smart_compact_*) over stdio, for agents to launch
-  status    show the agents' switches, whether the service answers, and the last 24 h of events
-  version   print the version
-  help      print this help
+  install    wire the installed agents (Claude Code, Codex, OpenCode) to the proxy
+             [--agents a,b] [--service] [--dry-run]
+  uninstall  put the agents' config files back as they were [--agents a,b] [--service] [--dry-run]
+  serve      run the proxy on 127.0.0.1 (port 4100 unless configured)
+  service    the login service: install, uninstall, start, stop, status
+  on, off    turn trimming on or off per agent [agent…], on the running service and in config.toml
+  status     show the agents' switches, whether the service answers, and the last 24 h of events
+  doctor     check the port, the agents' wiring, the store and FTS5, and say what to fix
+  mcp        serve the recall tools (smart_compact_*) over stdio, for agents to launch
+  hook       called by the agents' hooks (session registration, /smarter-compact)
+  version    print the version
+  help       print this help
 
 Run 'smarter-compact <command> -h' for a command's flags.
 `
@@ -47,6 +54,25 @@ type system struct {
 	configDir      string // os.UserConfigDir; "" when unknown
 	workdir        string // os.Getwd; "" when unknown
 	goos           string
+	// exe is the absolute path of this executable with symlinks resolved, what install
+	// writes into the agents' hooks and MCP entries; "" resolves os.Executable when needed.
+	exe string
+}
+
+// executable returns sys.exe, else os.Executable with symlinks resolved: the path stays valid
+// when a package manager's symlink (/usr/local/bin, Homebrew) moves to another version.
+func (sys system) executable() (string, error) {
+	if sys.exe != "" {
+		return sys.exe, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find this executable: %w", err)
+	}
+	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = resolved
+	}
+	return filepath.Abs(exe)
 }
 
 // Main runs the command line args (without the program name) until it finishes or ctx is
@@ -102,6 +128,20 @@ func run(ctx context.Context, args []string, sys system) error {
 		return mcpStdio(ctx, rest, sys)
 	case "status":
 		return status(ctx, rest, sys)
+	case "install":
+		return install(ctx, rest, sys)
+	case "uninstall":
+		return uninstall(ctx, rest, sys)
+	case "on":
+		return onOff(ctx, true, rest, sys)
+	case "off":
+		return onOff(ctx, false, rest, sys)
+	case "hook":
+		return hook(ctx, rest, sys)
+	case "service":
+		return serviceCmd(ctx, rest, sys)
+	case "doctor":
+		return doctorCmd(ctx, rest, sys)
 	case "version":
 		if len(rest) > 0 {
 			return usageError{"version takes no arguments"}

@@ -29,7 +29,7 @@ func serveRoute(t *testing.T, port int, req *http.Request) *httptest.ResponseRec
 	recall := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "mcp "+r.Method)
 	})
-	h := routes(port, stubModels(t), recall, slog.New(slog.DiscardHandler))
+	h := routes(port, stubModels(t), recall, newToggles(map[string]bool{agentClaudeCode: true, agentCodex: true, agentOpenCode: true, agentUnknown: true}), slog.New(slog.DiscardHandler))
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	return w

@@ -67,6 +67,10 @@ func serve(ctx context.Context, args []string, sys system) error {
 		return err
 	}
 	defer ln.Close()
+	// `smarter-compact service stop` reaches this process through a per-session event on
+	// Windows; elsewhere the service manager signals it.
+	ctx, releaseStop := stopOnRequest(ctx, cfg.Port, sys)
+	defer releaseStop()
 	root, err := openStore(sys)
 	if err != nil {
 		return err

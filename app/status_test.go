@@ -54,7 +54,7 @@ func healthzServer(t *testing.T) int {
 	t.Helper()
 	ts := httptest.NewUnstartedServer(nil)
 	port := ts.Listener.Addr().(*net.TCPAddr).Port
-	ts.Config.Handler = routes(port, http.NotFoundHandler(), http.NotFoundHandler(), slog.New(slog.DiscardHandler))
+	ts.Config.Handler = routes(port, http.NotFoundHandler(), http.NotFoundHandler(), newToggles(nil), slog.New(slog.DiscardHandler))
 	ts.Start()
 	t.Cleanup(ts.Close)
 	return port

@@ -1,0 +1,492 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/tailscale/hujson"
+
+	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// Check outcomes: fail makes doctor exit 1; warn and info only inform.
+const (
+	checkOK   = "ok"
+	checkFail = "fail"
+	checkWarn = "warn"
+	checkInfo = "info"
+)
+
+// doctorCheck is one line of `doctor`: what was checked, the outcome, and for anything but
+// ok, what to do.
+type doctorCheck struct {
+	Name    string `json:"name"`
+	Status  string `json:"status"` // ok, fail, warn, info
+	Message string `json:"message"`
+	Fix     string `json:"fix,omitempty"`
+}
+
+// doctorReport is `doctor --json`.
+type doctorReport struct {
+	OK     bool          `json:"ok"`
+	Failed int           `json:"failed"`
+	Checks []doctorCheck `json:"checks"`
+}
+
+// doctorCmd is the `doctor` command (DESIGN.md §2; issue 5 item 8): the config, the port,
+// each wired agent's base URL against the live service, the store's folder and modes, FTS5
+// and the login service. It reads the agents' files and changes nothing in them. A failed
+// check makes it return an error (exit 1); each failing line says what to do.
+func doctorCmd(ctx context.Context, args []string, sys system) error {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print the checks as JSON")
+	configFlag := fs.String("config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
+	if err := parseFlags(fs, args, sys.stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	rep := doctor(ctx, sys, *configFlag)
+	if *asJSON {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+		if _, err := sys.stdout.Write(buf.Bytes()); err != nil {
+			return err
+		}
+	} else {
+		writeDoctor(sys.stdout, rep)
+	}
+	if rep.Failed > 0 {
+		return fmt.Errorf("doctor: %d of %d checks failed", rep.Failed, len(rep.Checks))
+	}
+	return nil
+}
+
+func doctor(ctx context.Context, sys system, configFlag string) doctorReport {
+	var rep doctorReport
+	add := func(c doctorCheck) {
+		if c.Status == checkFail {
+			rep.Failed++
+		}
+		rep.Checks = append(rep.Checks, c)
+	}
+
+	port := fallbackPort
+	path, explicit, err := ConfigPath(configFlag, sys.getenv, sys.configDir)
+	var cfg Config
+	if err == nil {
+		cfg, err = LoadConfig(path, explicit, sys.getenv)
+	}
+	switch {
+	case err != nil:
+		add(doctorCheck{Name: "config", Status: checkFail, Message: err.Error(),
+			Fix: fmt.Sprintf("fix the config (the service cannot start with it); the checks below use port %d", port)})
+	case cfg.Path == "":
+		port = cfg.Port
+		add(doctorCheck{Name: "config", Status: checkOK, Message: fmt.Sprintf("none, defaults (port %d)", port)})
+	default:
+		port = cfg.Port
+		add(doctorCheck{Name: "config", Status: checkOK, Message: fmt.Sprintf("%s (port %d)", cfg.Path, port)})
+	}
+
+	svc := probeService(ctx, port)
+	switch {
+	case svc.Answering:
+		add(doctorCheck{Name: "port", Status: checkOK, Message: "smarter-compact answers on " + svc.URL})
+	case strings.Contains(svc.Error, "another program"):
+		add(doctorCheck{Name: "port", Status: checkFail, Message: svc.Error,
+			Fix: fmt.Sprintf("stop the program on port %d, or give smarter-compact another port ([context_proxy] port in config.toml, then 'smarter-compact install' to rewire the agents)", port)})
+	default:
+		add(doctorCheck{Name: "port", Status: checkFail, Message: fmt.Sprintf("nothing answers on %s (%s)", svc.URL, svc.Error),
+			Fix: "'smarter-compact service start' (or 'smarter-compact serve' in a terminal)"})
+	}
+
+	for _, c := range agentChecks(sys, port, svc.Answering) {
+		add(c)
+	}
+	add(storeCheck(sys))
+	add(fts5Check())
+	add(loginServiceCheck(ctx, sys, configFlag))
+	rep.OK = rep.Failed == 0
+	return rep
+}
+
+func writeDoctor(w io.Writer, rep doctorReport) {
+	tags := map[string]string{checkOK: "ok  ", checkFail: "FAIL", checkWarn: "warn", checkInfo: "--  "}
+	for _, c := range rep.Checks {
+		fmt.Fprintf(w, "%s  %s: %s\n", tags[c.Status], c.Name, strings.ReplaceAll(c.Message, "\n", "\n      "))
+		if c.Fix != "" {
+			fmt.Fprintf(w, "      → %s\n", c.Fix)
+		}
+	}
+	if rep.Failed == 0 {
+		fmt.Fprintln(w, "all checks passed")
+	} else {
+		fmt.Fprintf(w, "%d of %d checks failed\n", rep.Failed, len(rep.Checks))
+	}
+}
+
+// agentURL is one base URL an agent's config holds, with where it is.
+type agentURL struct {
+	where string // "env.ANTHROPIC_BASE_URL", "model_providers.smarter-compact.base_url", …
+	url   string
+}
+
+// agentChecks reads each agent's config (the files the installer edits, read-only) and
+// judges every base URL that goes through smarter-compact: a loopback URL on our route, or
+// on our port.
+func agentChecks(sys system, port int, answering bool) []doctorCheck {
+	var out []doctorCheck
+	for _, a := range []struct {
+		agent, file string
+		read        func(path string) ([]agentURL, []doctorCheck, error)
+	}{
+		{agentClaudeCode, filepath.Join(sys.home, ".claude", "settings.json"), readClaudeURLs},
+		{agentCodex, filepath.Join(codexDir(sys), "config.toml"), readCodexURLs},
+		{agentOpenCode, openCodeConfig(sys), readOpenCodeURLs},
+	} {
+		fix := fmt.Sprintf("'smarter-compact install --agents %s' routes it through smarter-compact", a.agent)
+		urls, extra, err := a.read(a.file)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			out = append(out, doctorCheck{Name: a.agent, Status: checkInfo, Message: "not wired (no " + a.file + ")", Fix: fix})
+			continue
+		case err != nil:
+			out = append(out, doctorCheck{Name: a.agent, Status: checkWarn, Message: fmt.Sprintf("cannot read %s: %v", a.file, err),
+				Fix: "fix the file's syntax; the agent cannot read it either"})
+			continue
+		}
+		ours := 0
+		for _, u := range urls {
+			c, isOurs := judgeAgentURL(a.agent, a.file, u, port, answering)
+			if isOurs {
+				ours++
+				out = append(out, c)
+			}
+		}
+		if ours == 0 {
+			out = append(out, doctorCheck{Name: a.agent, Status: checkInfo, Message: "not wired (" + a.file + " sends nothing through smarter-compact)", Fix: fix})
+		}
+		out = append(out, extra...)
+	}
+	return out
+}
+
+// routeOf is the route prefix of an agent (DESIGN.md §5).
+func routeOf(agent string) string { return "/" + agent }
+
+// judgeAgentURL checks one base URL: ours when it is loopback and on the agent's route or
+// our port; then it must use the configured port, and the service must answer there.
+func judgeAgentURL(agent, file string, u agentURL, port int, answering bool) (doctorCheck, bool) {
+	name := agent
+	if agent == agentOpenCode {
+		name = agent + " (" + u.where + ")"
+	}
+	parsed, err := url.Parse(strings.TrimSpace(u.url))
+	if err != nil || parsed.Host == "" || !isLoopback(parsed.Hostname()) {
+		return doctorCheck{}, false
+	}
+	p := parsed.Port()
+	if p == "" {
+		p = map[string]string{"https": "443"}[parsed.Scheme]
+		if p == "" {
+			p = "80"
+		}
+	}
+	route := routeOf(agent)
+	onRoute := parsed.Path == route || strings.HasPrefix(parsed.Path, route+"/")
+	if !onRoute && p != strconv.Itoa(port) {
+		return doctorCheck{}, false
+	}
+	where := fmt.Sprintf("%s %s = %s", file, u.where, u.url)
+	switch {
+	case p != strconv.Itoa(port):
+		return doctorCheck{Name: name, Status: checkFail,
+			Message: fmt.Sprintf("stale: %s points at port %s, but smarter-compact is configured for port %d", where, p, port),
+			Fix:     fmt.Sprintf("'smarter-compact install --agents %s' points it at port %d; 'smarter-compact uninstall --agents %s' removes the wiring", agent, port, agent),
+		}, true
+	case !answering:
+		return doctorCheck{Name: name, Status: checkFail,
+			Message: fmt.Sprintf("%s, but nothing answers there: the agent's requests fail", where),
+			Fix:     fmt.Sprintf("'smarter-compact service start' (or 'smarter-compact serve'); or 'smarter-compact uninstall --agents %s' to stop routing it through smarter-compact", agent),
+		}, true
+	}
+	return doctorCheck{Name: name, Status: checkOK, Message: "wired to the live service: " + where}, true
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// readJSONC reads a JSON or JSONC file (comments, trailing commas) into v.
+func readJSONC(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	std, err := hujson.Standardize(b)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(std, v)
+}
+
+// readClaudeURLs reads env.ANTHROPIC_BASE_URL from Claude Code's settings.json.
+func readClaudeURLs(path string) ([]agentURL, []doctorCheck, error) {
+	var doc struct {
+		Env map[string]any `json:"env"`
+	}
+	if err := readJSONC(path, &doc); err != nil {
+		return nil, nil, err
+	}
+	if s, ok := doc.Env["ANTHROPIC_BASE_URL"].(string); ok {
+		return []agentURL{{"env.ANTHROPIC_BASE_URL", s}}, nil, nil
+	}
+	return nil, nil, nil
+}
+
+func codexDir(sys system) string {
+	if h := sys.getenv("CODEX_HOME"); h != "" {
+		return h
+	}
+	return filepath.Join(sys.home, ".codex")
+}
+
+// readCodexURLs reads every model provider's base_url from Codex's config.toml, and warns
+// when our provider is defined but not the one Codex uses.
+func readCodexURLs(path string) ([]agentURL, []doctorCheck, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var doc map[string]any
+	if err := toml.Unmarshal(b, &doc); err != nil {
+		return nil, nil, err
+	}
+	var urls []agentURL
+	providers, _ := doc["model_providers"].(map[string]any)
+	ids := make([]string, 0, len(providers))
+	for id := range providers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if p, ok := providers[id].(map[string]any); ok {
+			if s, ok := p["base_url"].(string); ok {
+				urls = append(urls, agentURL{"model_providers." + id + ".base_url", s})
+			}
+		}
+	}
+	var extra []doctorCheck
+	if _, ok := providers[serviceName]; ok {
+		if mp, _ := doc["model_provider"].(string); mp != serviceName {
+			extra = append(extra, doctorCheck{Name: agentCodex, Status: checkWarn,
+				Message: fmt.Sprintf("%s defines model_providers.%s, but model_provider is %q: Codex does not use it", path, serviceName, mp),
+				Fix:     "'smarter-compact install --agents codex' selects it; 'smarter-compact uninstall --agents codex' removes it"})
+		}
+	}
+	return urls, extra, nil
+}
+
+// openCodeConfig is the config file OpenCode reads first in its config directory
+// ($OPENCODE_CONFIG_DIR, else $XDG_CONFIG_HOME/opencode, else ~/.config/opencode), as the
+// installer finds it; opencode.json when none exists.
+func openCodeConfig(sys system) string {
+	dir := sys.getenv("OPENCODE_CONFIG_DIR")
+	if dir == "" {
+		if x := sys.getenv("XDG_CONFIG_HOME"); x != "" {
+			dir = filepath.Join(x, "opencode")
+		} else {
+			dir = filepath.Join(sys.home, ".config", "opencode")
+		}
+	}
+	for _, n := range []string{"opencode.jsonc", "opencode.json", "config.json"} {
+		if p := filepath.Join(dir, n); fileExists(p) {
+			return p
+		}
+	}
+	return filepath.Join(dir, "opencode.json")
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// readOpenCodeURLs reads every provider's options.baseURL from OpenCode's JSONC config.
+func readOpenCodeURLs(path string) ([]agentURL, []doctorCheck, error) {
+	var doc struct {
+		Provider map[string]struct {
+			Options map[string]any `json:"options"`
+		} `json:"provider"`
+	}
+	if err := readJSONC(path, &doc); err != nil {
+		return nil, nil, err
+	}
+	ids := make([]string, 0, len(doc.Provider))
+	for id := range doc.Provider {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var urls []agentURL
+	for _, id := range ids {
+		if s, ok := doc.Provider[id].Options["baseURL"].(string); ok {
+			urls = append(urls, agentURL{"provider." + id + ".options.baseURL", s})
+		}
+	}
+	return urls, nil, nil
+}
+
+// storeCheck: the context store's folder exists or can be made, is writable, and nothing
+// in it is open to group or others (folders 700, files 600; store.Open tightens the
+// folders, the session files are tightened when opened).
+func storeCheck(sys system) doctorCheck {
+	dir := store.Dir(sys.getenv, sys.home, sys.goos, sys.getenv("LOCALAPPDATA"))
+	c := doctorCheck{Name: "store"}
+	if !filepath.IsAbs(dir) {
+		c.Status, c.Message = checkFail, fmt.Sprintf("context store directory %q is not an absolute path", dir)
+		c.Fix = "set " + store.StateDirEnv + " to an absolute path (or HOME)"
+		return c
+	}
+	root, err := store.Open(dir)
+	if err == nil {
+		root.Close()
+	} else if !strings.Contains(err.Error(), "fts5") { // the fts5 check reports that one
+		c.Status, c.Message = checkFail, err.Error()
+		c.Fix = fmt.Sprintf("make %s a folder you own (mkdir -p, chmod 700), or set %s to one", dir, store.StateDirEnv)
+		return c
+	}
+	f, err := os.CreateTemp(dir, ".doctor-*")
+	if err != nil {
+		c.Status, c.Message = checkFail, fmt.Sprintf("%s is not writable: %v", dir, err)
+		c.Fix = fmt.Sprintf("give yourself write access (chmod u+rwx %s), or set %s to a folder you own", dir, store.StateDirEnv)
+		return c
+	}
+	f.Close()
+	os.Remove(f.Name())
+	if runtime.GOOS == "windows" {
+		c.Status, c.Message = checkOK, dir+" is writable (Windows: your profile's permissions apply, not modes)"
+		return c
+	}
+	var loose []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			loose = append(loose, fmt.Sprintf("%s (%v)", p, err))
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		if info, err := d.Info(); err == nil && info.Mode().Perm()&0o077 != 0 {
+			loose = append(loose, fmt.Sprintf("%s (%o)", p, info.Mode().Perm()))
+		}
+		return nil
+	})
+	if len(loose) > 0 {
+		shown := loose[:min(3, len(loose))]
+		c.Status = checkFail
+		c.Message = fmt.Sprintf("%d entries in %s are open to group or others, e.g. %s", len(loose), dir, strings.Join(shown, ", "))
+		c.Fix = fmt.Sprintf("chmod -R go-rwx %s", shellQuote(dir))
+		return c
+	}
+	c.Status, c.Message = checkOK, dir+" is writable; folders 700, files 600"
+	return c
+}
+
+// shellQuote quotes p for a POSIX shell when it needs it.
+func shellQuote(p string) string {
+	if !strings.ContainsAny(p, " \t\n'\"\\$`!*?[]{}()<>|&;#~") {
+		return p
+	}
+	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
+}
+
+// fts5Check opens a throwaway store, which fails without SQLite's FTS5 (store.Open probes
+// it), so a broken store folder cannot hide the build's problem or the other way round.
+func fts5Check() doctorCheck {
+	c := doctorCheck{Name: "fts5"}
+	tmp, err := os.MkdirTemp("", "smarter-compact-doctor-")
+	if err != nil {
+		c.Status, c.Message = checkWarn, "cannot tell: "+err.Error()
+		return c
+	}
+	defer os.RemoveAll(tmp)
+	root, err := store.Open(filepath.Join(tmp, "context"))
+	if err != nil {
+		c.Status, c.Message = checkFail, err.Error()
+		c.Fix = "use a release build, or rebuild with cgo and the FTS5 tag: CGO_ENABLED=1 go build -tags sqlite_fts5 (make build)"
+		return c
+	}
+	root.Close()
+	c.Status, c.Message = checkOK, "SQLite has FTS5"
+	return c
+}
+
+// loginServiceCheck: whether the login service is registered, starts at login, and runs an
+// executable that still exists.
+func loginServiceCheck(ctx context.Context, sys system, configFlag string) doctorCheck {
+	c := doctorCheck{Name: "login service"}
+	cfg, _, err := serviceConfig(sys, configFlag, false)
+	if err != nil {
+		c.Status, c.Message = checkWarn, "cannot tell: "+err.Error()
+		return c
+	}
+	st, err := installer.ServiceStatus(ctx, cfg)
+	switch {
+	case errors.Is(err, installer.ErrServiceUnsupported):
+		c.Status, c.Message = checkInfo, "none on this system: "+err.Error()
+		c.Fix = "start 'smarter-compact serve' from your session's autostart"
+		return c
+	case err != nil:
+		c.Status, c.Message = checkWarn, "cannot tell: "+err.Error()
+		return c
+	case !st.Installed:
+		c.Status, c.Message = checkInfo, fmt.Sprintf("not installed (%s): the service does not start at login", st.Path)
+		c.Fix = "'smarter-compact service install'"
+		return c
+	}
+	if st.Exe != "" {
+		if _, err := os.Stat(st.Exe); err != nil {
+			c.Status, c.Message = checkFail, fmt.Sprintf("%s runs %s, which does not exist", st.Path, st.Exe)
+			c.Fix = fmt.Sprintf("'smarter-compact service install' registers this binary (%s); 'smarter-compact service uninstall' removes it", cfg.Exe)
+			return c
+		}
+	}
+	switch {
+	case !st.Enabled:
+		c.Status, c.Message = checkWarn, fmt.Sprintf("%s is registered but does not start at login (%s)", st.Path, st.Detail)
+		c.Fix = "'smarter-compact service install' enables it (Windows: turn it on in Task Manager, Startup apps)"
+	case !st.Current:
+		c.Status, c.Message = checkWarn, fmt.Sprintf("%s runs %s, not what this binary would register", st.Path, st.Command)
+		c.Fix = "'smarter-compact service install' updates it"
+	default:
+		c.Status, c.Message = checkOK, fmt.Sprintf("installed, starts at login (%s: %s)", st.Manager, st.Path)
+	}
+	return c
+}

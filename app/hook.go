@@ -1,0 +1,250 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// hookInputLimit bounds the JSON an agent hands a hook on stdin. Claude Code's hook input is a
+// few hundred bytes plus the prompt; a prompt past this is not "/smarter-compact" anyway.
+const hookInputLimit = 4 << 20
+
+// forceCommand is the prompt that forces a trim on the next request (seed 001, "Turn it on
+// or off": `/smart-compact` in the seed, `/smarter-compact` here).
+const forceCommand = "/smarter-compact"
+
+// forceReason is what Claude Code shows the user after a /smarter-compact prompt. The prompt
+// itself never reaches the model.
+const forceReason = "smarter-compact: the next request of this session will be trimmed. " +
+	"Older turns stay searchable (smart_compact_search); send your next prompt as usual."
+
+const hookUsage = `Usage: smarter-compact hook <event>
+
+Called by the agents' hooks, never by hand. Events:
+  session-start            Claude Code SessionStart: registers the session (JSON on stdin)
+  prompt-submit            Claude Code UserPromptSubmit: "/smarter-compact" sets the session's
+                           force flag and answers {"decision":"block",...}; other prompts pass
+                           (and register a session that has no registration) (JSON on stdin)
+  opencode-session <sid>   OpenCode plugin: registers an OpenCode session (--cwd DIR, default
+                           the working directory)
+  force <sid>              sets the force flag of a session (the OpenCode plugin's /smarter-compact)
+
+A hook never fails the agent: on an error it prints one line on stderr and exits 0. Nothing but
+the hook protocol goes to stdout.
+`
+
+// claudeHookInput is the part of Claude Code's hook input we read (SessionStart:
+// session_id, cwd, hook_event_name, source; UserPromptSubmit adds prompt).
+type claudeHookInput struct {
+	SessionID     string `json:"session_id"`
+	Cwd           string `json:"cwd"`
+	HookEventName string `json:"hook_event_name"`
+	Prompt        string `json:"prompt"`
+}
+
+// claudeBlock is Claude Code's UserPromptSubmit output that stops the prompt: the prompt is
+// not sent to the model and reason is shown to the user.
+type claudeBlock struct {
+	Decision string `json:"decision"`
+	Reason   string `json:"reason"`
+}
+
+// hook is the `hook <event>` command the agents' hooks run (DESIGN.md §2; contract:
+// Location, sessions/<sid>.json and sessions/<sid>.force). It returns a non-nil error only
+// for -h: every failure is one line on stderr and exit 0, so a broken store never breaks
+// the agent.
+func hook(_ context.Context, args []string, sys system) error {
+	if len(args) == 0 {
+		fmt.Fprint(sys.stderr, hookUsage)
+		fmt.Fprintln(sys.stderr, "smarter-compact hook: no event given")
+		return nil
+	}
+	event, rest := args[0], args[1:]
+	if event == "-h" || event == "-help" || event == "--help" || event == "help" {
+		fmt.Fprint(sys.stdout, hookUsage)
+		return nil
+	}
+	var err error
+	switch event {
+	case "session-start":
+		err = hookSessionStart(rest, sys)
+	case "prompt-submit":
+		err = hookPromptSubmit(rest, sys)
+	case "opencode-session":
+		err = hookOpenCodeSession(rest, sys)
+	case "force":
+		err = hookForce(rest, sys)
+	default:
+		err = fmt.Errorf("unknown event %q (run 'smarter-compact hook -h')", event)
+	}
+	if err != nil {
+		fmt.Fprintf(sys.stderr, "smarter-compact hook %s: %s\n", event, oneLine(err.Error()))
+	}
+	return nil
+}
+
+// oneLine keeps a hook's error on the single stderr line the agents show.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// readHookInput decodes the agent's JSON from stdin.
+func readHookInput(sys system) (claudeHookInput, error) {
+	var in claudeHookInput
+	if sys.stdin == nil {
+		return in, errors.New("no hook input on stdin")
+	}
+	b, err := io.ReadAll(io.LimitReader(sys.stdin, hookInputLimit+1))
+	if err != nil {
+		return in, fmt.Errorf("read hook input: %w", err)
+	}
+	if len(b) > hookInputLimit {
+		return in, fmt.Errorf("hook input over %d bytes", hookInputLimit)
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return in, fmt.Errorf("hook input is not the agent's JSON: %w", err)
+	}
+	return in, nil
+}
+
+// hookSID sanitizes an agent's session id (contract: Session id); an empty result means the
+// hook writes nothing.
+func hookSID(raw string) (string, error) {
+	sid, ok := store.SanitizeSID(raw)
+	if !ok {
+		return "", fmt.Errorf("no session id (got %q): nothing written", raw)
+	}
+	return sid, nil
+}
+
+func noArgs(event string, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected argument %q: %s reads its input on stdin", strings.Join(args, " "), event)
+	}
+	return nil
+}
+
+// hookSessionStart writes Claude Code's registration. SessionStart prints nothing: Claude Code
+// adds a SessionStart hook's stdout to the model's context.
+func hookSessionStart(args []string, sys system) error {
+	if err := noArgs("session-start", args); err != nil {
+		return err
+	}
+	in, err := readHookInput(sys)
+	if err != nil {
+		return err
+	}
+	sid, err := hookSID(in.SessionID)
+	if err != nil {
+		return err
+	}
+	return register(sys, store.Registration{SessionID: sid, Agent: agentClaudeCode, Cwd: in.Cwd})
+}
+
+// hookPromptSubmit turns the prompt "/smarter-compact" into the session's force flag and
+// blocks it, so it never reaches the model; any other prompt passes, with nothing printed.
+func hookPromptSubmit(args []string, sys system) error {
+	if err := noArgs("prompt-submit", args); err != nil {
+		return err
+	}
+	in, err := readHookInput(sys)
+	if err != nil {
+		return err
+	}
+	sid, sidErr := hookSID(in.SessionID)
+	if strings.TrimSpace(in.Prompt) != forceCommand {
+		if sidErr != nil {
+			return sidErr
+		}
+		return registerIfMissing(sys, store.Registration{SessionID: sid, Agent: agentClaudeCode, Cwd: in.Cwd})
+	}
+	reason := forceReason
+	err = sidErr
+	if err == nil {
+		err = setForce(sys, sid)
+	}
+	if err != nil {
+		// Still block: sent on, "/smarter-compact" would only puzzle the model.
+		reason = "smarter-compact: could not set the force flag, nothing will be trimmed early: " + oneLine(err.Error())
+	}
+	if werr := writeJSONLine(sys.stdout, claudeBlock{Decision: "block", Reason: reason}); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return err
+}
+
+// hookOpenCodeSession registers an OpenCode session; the plugin passes the session id and
+// its directory.
+func hookOpenCodeSession(args []string, sys system) error {
+	fs := flag.NewFlagSet("hook opencode-session", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cwd := fs.String("cwd", sys.workdir, "the session's working directory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("want one argument, the session id: hook opencode-session [--cwd DIR] <sid>")
+	}
+	sid, err := hookSID(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	return register(sys, store.Registration{SessionID: sid, Agent: agentOpenCode, Cwd: *cwd})
+}
+
+// hookForce sets the force flag of the session named on the command line.
+func hookForce(args []string, sys system) error {
+	if len(args) != 1 {
+		return errors.New("want one argument, the session id: hook force <sid>")
+	}
+	sid, err := hookSID(args[0])
+	if err != nil {
+		return err
+	}
+	return setForce(sys, sid)
+}
+
+// registerIfMissing registers a session that has no registration yet: one that started
+// before install wired the SessionStart hook, or whose SessionStart hook failed. The
+// workspace-scoped recall tools find a session only through its registration. It costs one
+// stat when the registration exists.
+func registerIfMissing(sys system, reg store.Registration) error {
+	dir := store.Dir(sys.getenv, sys.home, sys.goos, sys.getenv("LOCALAPPDATA"))
+	if _, err := os.Stat(filepath.Join(dir, "sessions", reg.SessionID+".json")); err == nil {
+		return nil
+	}
+	return register(sys, reg)
+}
+
+func register(sys system, reg store.Registration) error {
+	root, err := openStore(sys)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.Register(reg) // registered_at: now, UTC
+
+}
+
+func setForce(sys system, sid string) error {
+	root, err := openStore(sys)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.SetForce(sid)
+}
+
+// writeJSONLine writes v as one line of JSON without HTML escaping.
+func writeJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

@@ -1,0 +1,399 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/smarter-compact/smarter-compact/assets"
+	"github.com/smarter-compact/smarter-compact/installer"
+)
+
+// upstreamKeys maps an API family of AgentReport.Upstreams to its [upstream] key.
+var upstreamKeys = map[string]key{
+	"anthropic": keyUpstreamAnthropic,
+	"openai":    keyUpstreamOpenAI,
+	"codex":     keyUpstreamCodex,
+}
+
+// installFlags are the flags install and uninstall share.
+type installFlags struct {
+	agents  string
+	service bool
+	dryRun  bool
+	config  string
+}
+
+func parseInstallFlags(name string, args []string, sys system) (installFlags, error) {
+	var f installFlags
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&f.agents, "agents", "", "only these agents, comma-separated (default: every installed one)")
+	fs.BoolVar(&f.service, "service", false, "also "+name+" the login service")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "print the unified diff of every file it would touch, and write nothing")
+	fs.StringVar(&f.config, "config", "", "smarter-compact's config.toml at `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
+	err := parseFlags(fs, args, sys.stdout)
+	return f, err
+}
+
+// install is the `install` command (DESIGN.md §2, §8; issue 5): it wires every installed
+// agent (or those of --agents) to the proxy on the configured port, writes the upstreams the
+// agents pointed at before into config.toml's [upstream] keys, and with --service registers
+// the login service first, so the proxy runs before agents point at it. --dry-run prints the
+// diffs and writes nothing. An agent that failed (a file that does not parse, a failed write)
+// makes the exit status 1; its files are untouched.
+func install(ctx context.Context, args []string, sys system) error {
+	f, err := parseInstallFlags("install", args, sys)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	agents, err := selectAgents("install", f.agents)
+	if err != nil {
+		return err
+	}
+	cfgPath, cfg, err := installConfig(f.config, sys)
+	if err != nil {
+		return err
+	}
+	env, err := installEnv(sys, cfg.Port)
+	if err != nil {
+		return err
+	}
+	w := sys.stdout
+	if f.service {
+		if f.dryRun {
+			fmt.Fprintln(w, "service: would register the login service (smarter-compact service install)")
+		} else if err := serviceCmd(ctx, serviceArgs("install", f.config), sys); err != nil {
+			return fmt.Errorf("login service: %w\nno agent was wired; fix this, or run install without --service", err)
+		}
+	}
+	rep := installer.Install(env, agents, f.dryRun)
+	failed := printReport(w, rep, "install", f.dryRun)
+	if err := chainUpstreams(w, rep, cfgPath, cfg.Port, f.dryRun, sys.getenv); err != nil {
+		failed = append(failed, err)
+	}
+	if f.dryRun {
+		fmt.Fprintln(w, "dry run: nothing written")
+	} else if wired(rep) {
+		if st := probeService(ctx, cfg.Port); !st.Answering {
+			fmt.Fprintf(w, "the service does not answer at %s: the wired agents cannot reach their model API until it runs.\n"+
+				"  start it at login: smarter-compact service install (or: smarter-compact install --service)\n"+
+				"  or now, in a terminal: smarter-compact serve\n", st.URL)
+		}
+	}
+	return errors.Join(failed...)
+}
+
+// uninstall is the `uninstall` command: it puts every agent's files back (the inverse diff,
+// else the snapshots; issue 5, Deliver 6) and, with --service, removes the login service
+// afterwards. It works with the service down.
+func uninstall(ctx context.Context, args []string, sys system) error {
+	f, err := parseInstallFlags("uninstall", args, sys)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	agents, err := selectAgents("uninstall", f.agents)
+	if err != nil {
+		return err
+	}
+	// The port only names the proxy in the agents' files; a broken config must not stop
+	// anyone from unwiring, so it falls back to the default.
+	port := 4100
+	if _, cfg, err := installConfig(f.config, sys); err == nil {
+		port = cfg.Port
+	}
+	env, err := installEnv(sys, port)
+	if err != nil {
+		return err
+	}
+	w := sys.stdout
+	rep := installer.Uninstall(env, agents, f.dryRun)
+	failed := printReport(w, rep, "uninstall", f.dryRun)
+	if f.service {
+		if f.dryRun {
+			fmt.Fprintln(w, "service: would remove the login service (smarter-compact service uninstall)")
+		} else if err := serviceCmd(ctx, serviceArgs("uninstall", f.config), sys); err != nil {
+			failed = append(failed, fmt.Errorf("login service: %w", err))
+		}
+	}
+	if f.dryRun {
+		fmt.Fprintln(w, "dry run: nothing written")
+	}
+	return errors.Join(failed...)
+}
+
+// serviceArgs is the `service` command line for install and uninstall --service, with the
+// config they were given.
+func serviceArgs(sub, config string) []string {
+	if config != "" {
+		return []string{sub, "--config", config}
+	}
+	return []string{sub}
+}
+
+// selectAgents returns installer's agents, only those named in list (comma-separated) when
+// it is not empty.
+func selectAgents(cmd, list string) ([]installer.Agent, error) {
+	all := installer.Agents(assets.OpenCodePlugin())
+	var names []string
+	for _, a := range all {
+		names = append(names, a.Name())
+	}
+	if strings.TrimSpace(list) == "" {
+		return all, nil
+	}
+	var want []string
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if !slices.Contains(names, n) {
+			return nil, usageError{fmt.Sprintf("%s: --agents: unknown agent %q: use %s", cmd, n, strings.Join(names, ", "))}
+		}
+		want = append(want, n)
+	}
+	if len(want) == 0 {
+		return nil, usageError{fmt.Sprintf("%s: --agents names no agent: use %s", cmd, strings.Join(names, ", "))}
+	}
+	var out []installer.Agent
+	for _, a := range all {
+		if slices.Contains(want, a.Name()) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// installConfig reads smarter-compact's own config: the port the agents are pointed at, and
+// the file the chained upstreams go to. A missing file is fine (defaults), even one named.
+func installConfig(flagPath string, sys system) (string, Config, error) {
+	path, _, err := ConfigPath(flagPath, sys.getenv, sys.configDir)
+	if err != nil {
+		return "", Config{}, err
+	}
+	cfg, err := LoadConfig(path, false, sys.getenv)
+	if err != nil {
+		return "", Config{}, fmt.Errorf("%w\nnothing changed: fix the config first (the port the agents are pointed at comes from it)", err)
+	}
+	return path, cfg, nil
+}
+
+// installEnv is the installer's view of this machine (installer.Env).
+func installEnv(sys system, port int) (installer.Env, error) {
+	if sys.home == "" || !filepath.IsAbs(sys.home) {
+		return installer.Env{}, errors.New("cannot find your home directory: set HOME (USERPROFILE on Windows)")
+	}
+	if sys.configDir == "" || !filepath.IsAbs(sys.configDir) {
+		return installer.Env{}, errors.New("cannot find the user config directory: set XDG_CONFIG_HOME or HOME (APPDATA on Windows)")
+	}
+	exe, err := sys.executable()
+	if err != nil {
+		return installer.Env{}, err
+	}
+	return installer.Env{
+		Home:      sys.home,
+		ConfigDir: sys.configDir,
+		Getenv:    sys.getenv,
+		Port:      port,
+		Exe:       exe,
+		StateDir:  filepath.Join(sys.configDir, "smarter-compact", "install"),
+		Now:       time.Now,
+	}, nil
+}
+
+// printReport prints one block per agent and returns an error per failed agent.
+func printReport(w io.Writer, rep installer.Report, cmd string, dryRun bool) []error {
+	var failed []error
+	would := func(done, planned string) string {
+		if dryRun {
+			return planned
+		}
+		return done
+	}
+	for _, a := range rep.Agents {
+		switch {
+		case a.Err != nil:
+			fmt.Fprintf(w, "%s: failed, nothing written for it: %v\n", a.Agent, a.Err)
+			failed = append(failed, fmt.Errorf("%s: %w\nfix the file named above (or move it aside), then run: smarter-compact %s --agents %s", a.Agent, a.Err, cmd, a.Agent))
+			continue
+		case a.Skipped != "":
+			fmt.Fprintf(w, "%s: %s\n", a.Agent, a.Skipped)
+			continue
+		}
+		switch {
+		case cmd == "install" && len(a.Files) == 0:
+			fmt.Fprintf(w, "%s: already wired, nothing to change\n", a.Agent)
+		case cmd == "install":
+			fmt.Fprintf(w, "%s: %s\n", a.Agent, would("wired", "would wire"))
+		case a.Tier == 1:
+			fmt.Fprintf(w, "%s: %s\n", a.Agent, would("unwired: removed what install added", "would remove what install added"))
+		case a.Tier == 2:
+			fmt.Fprintf(w, "%s: %s\n", a.Agent, would("no usable install diff: restored the snapshots taken at install", "no usable install diff: would restore the snapshots taken at install"))
+		default:
+			fmt.Fprintf(w, "%s: nothing to undo\n", a.Agent)
+		}
+		for _, file := range a.Files {
+			switch {
+			case cmd == "install":
+				fmt.Fprintf(w, "  %s %s\n", would("wrote", "would write"), file)
+			case dryRun:
+				fmt.Fprintf(w, "  would put back %s\n", file)
+			case exists(file):
+				fmt.Fprintf(w, "  restored %s\n", file)
+			default:
+				fmt.Fprintf(w, "  removed %s (install had created it)\n", file)
+			}
+		}
+		for _, n := range a.Notes {
+			fmt.Fprintf(w, "  note: %s\n", n)
+		}
+		if dryRun && a.Diff != "" {
+			io.WriteString(w, a.Diff)
+			if !strings.HasSuffix(a.Diff, "\n") {
+				io.WriteString(w, "\n")
+			}
+		}
+	}
+	return failed
+}
+
+// wired reports whether an install report has an agent that is wired now.
+func wired(rep installer.Report) bool {
+	for _, a := range rep.Agents {
+		if a.Err == nil && a.Skipped == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// chainUpstreams writes the base URLs the agents pointed at before install into
+// config.toml's [upstream] keys (DESIGN.md §5: we chain instead of replacing). A key already
+// set to another URL is kept and the conflict reported; a URL that points back at the proxy
+// itself is dropped (it would loop).
+func chainUpstreams(w io.Writer, rep installer.Report, cfgPath string, port int, dryRun bool, getenv func(string) string) error {
+	current := map[string]string{}
+	if b, err := readConfigText(cfgPath); err == nil && b != nil {
+		var f fileConfig
+		if decodeFile(cfgPath, b, &f) == nil {
+			for fam, p := range map[string]*string{"anthropic": f.Upstream.Anthropic, "openai": f.Upstream.OpenAI, "codex": f.Upstream.Codex} {
+				if p != nil {
+					current[fam] = strings.TrimRight(*p, "/")
+				}
+			}
+		}
+	}
+	var keys []configKey
+	var lines []string
+	for _, a := range rep.Agents {
+		if a.Err != nil || a.Skipped != "" {
+			continue
+		}
+		fams := make([]string, 0, len(a.Upstreams))
+		for fam := range a.Upstreams {
+			fams = append(fams, fam)
+		}
+		slices.Sort(fams)
+		for _, fam := range fams {
+			u := strings.TrimRight(a.Upstreams[fam], "/")
+			k, ok := upstreamKeys[fam]
+			switch {
+			case !ok:
+				fmt.Fprintf(w, "%s: its previous %s base URL %s has no [upstream] key: requests go to the default\n", a.Agent, fam, u)
+				continue
+			case !upstreamURL(u):
+				fmt.Fprintf(w, "%s: its previous base URL %q is not an http(s) URL without query: not chained\n", a.Agent, u)
+				continue
+			case loopsBack(u, port):
+				fmt.Fprintf(w, "%s: its previous base URL %s is this proxy: not chained\n", a.Agent, u)
+				continue
+			}
+			if old, set := current[fam]; set {
+				if old != u {
+					fmt.Fprintf(w, "%s: pointed at %s before; %s keeps %q from %s (edit it there to chain to %s)\n", a.Agent, u, k, old, cfgPath, u)
+				}
+				continue
+			}
+			current[fam] = u
+			keys = append(keys, configKey{k.name, tomlString(u)})
+			lines = append(lines, fmt.Sprintf("%s: chained to its previous base URL: %s = %s", a.Agent, k, tomlString(u)))
+			if v := getenv(k.env); v != "" {
+				lines = append(lines, fmt.Sprintf("  note: %s=%s is set here and wins over the file where the service has it", k.env, v))
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+	if dryRun {
+		fmt.Fprintf(w, "would write those keys to %s\n", cfgPath)
+		return nil
+	}
+	old, err := readConfigText(cfgPath)
+	if err == nil {
+		var text []byte
+		if text, err = setConfigKeys(old, "upstream", keys); err == nil && !bytes.Equal(text, old) {
+			err = writeConfigFile(cfgPath, text)
+		}
+	}
+	if err != nil {
+		var add strings.Builder
+		for _, k := range keys {
+			fmt.Fprintf(&add, "\n  %s = %s", k.name, k.value)
+		}
+		return fmt.Errorf("config %s: %v\nthe agents are wired, but requests go to the default upstreams until you add under [upstream]:%s", cfgPath, err, add.String())
+	}
+	fmt.Fprintf(w, "wrote those keys to %s (restart the service to use them)\n", cfgPath)
+	return nil
+}
+
+// upstreamURL accepts what config.toml's [upstream] keys accept (resolver.urlKey).
+func upstreamURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.RawQuery == "" && u.Fragment == ""
+}
+
+// loopsBack reports a URL on this machine's loopback at the proxy's port.
+func loopsBack(s string, port int) bool {
+	u, err := url.Parse(s)
+	if err != nil {
+		return false
+	}
+	p := u.Port()
+	if p == "" {
+		p = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if p != strconv.Itoa(port) {
+		return false
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback() || ip.IsUnspecified()
+	}
+	return strings.EqualFold(host, "localhost")
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}

@@ -1,0 +1,242 @@
+package app
+
+import (
+	"errors"
+	"io/fs"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/smarter-compact/smarter-compact/installer"
+)
+
+// installSystem is a machine with Claude Code installed (its settings.json pointing at a
+// gateway), neither Codex nor OpenCode, and nothing listening on the proxy's port.
+func installSystem(t *testing.T) (sys system, stdout *syncBuffer, settings, before string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	sys, stdout, _ = testSystem(t, env{"CONTEXT_PROXY_PORT": strconv.Itoa(port)})
+	sys.exe = filepath.Join(t.TempDir(), "bin", "smarter-compact")
+	settings = filepath.Join(sys.home, ".claude", "settings.json")
+	before = "{\n  // mine\n  \"env\": {\n    \"ANTHROPIC_BASE_URL\": \"https://gw.example/anthropic/\"\n  },\n  \"model\": \"opus\"\n}\n"
+	if err := os.MkdirAll(filepath.Dir(settings), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(settings, []byte(before), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return sys, stdout, settings, before
+}
+
+// snapshot returns every file under the directories with its bytes.
+func snapshot(t *testing.T, dirs ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, dir := range dirs {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			out[path] = string(b)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func TestInstallDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
+	sys, stdout, _, _ := installSystem(t)
+	before := snapshot(t, sys.home, sys.configDir)
+	if err := run(t.Context(), []string{"install", "--dry-run", "--service"}, sys); err != nil {
+		t.Fatalf("install --dry-run: %v\n%s", err, stdout)
+	}
+	if after := snapshot(t, sys.home, sys.configDir); !maps.Equal(before, after) {
+		t.Errorf("--dry-run changed files:\nbefore %v\nafter %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"claude-code: would wire\n",
+		"  would write " + filepath.Join(sys.home, ".claude", "settings.json") + "\n",
+		"codex: ", "opencode: ", "not installed",
+		"+++ ", "+    \"ANTHROPIC_BASE_URL\": \"http://127.0.0.1:",
+		`claude-code: chained to its previous base URL: [upstream] anthropic = "https://gw.example/anthropic"`,
+		"would write those keys to " + filepath.Join(sys.configDir, "smarter-compact", "config.toml"),
+		"service: would register the login service (smarter-compact service install)\n",
+		"dry run: nothing written\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestInstallUninstall(t *testing.T) {
+	t.Parallel()
+	sys, stdout, settings, before := installSystem(t)
+	if err := run(t.Context(), []string{"install", "--agents", "claude-code"}, sys); err != nil {
+		t.Fatalf("install: %v\n%s", err, stdout)
+	}
+	out := stdout.String()
+	config := filepath.Join(sys.configDir, "smarter-compact", "config.toml")
+	for _, want := range []string{
+		"claude-code: wired\n",
+		"  wrote " + settings + "\n",
+		"wrote those keys to " + config,
+		"the service does not answer at http://127.0.0.1:",
+		"smarter-compact service install",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "codex") {
+		t.Errorf("--agents claude-code reported codex:\n%s", out)
+	}
+	got, _ := os.ReadFile(settings)
+	if !strings.Contains(string(got), "// mine") || !strings.Contains(string(got), sys.exe) {
+		t.Errorf("settings.json after install:\n%s", got)
+	}
+	cfg, err := LoadConfig(config, true, env{}.get)
+	if err != nil {
+		t.Fatalf("config.toml after install: %v", err)
+	}
+	if cfg.Proxy.Upstreams["anthropic"] != "https://gw.example/anthropic" {
+		t.Errorf("[upstream] anthropic = %q, want the chained gateway", cfg.Proxy.Upstreams["anthropic"])
+	}
+	if fi, err := os.Stat(config); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("config.toml: %v, mode %v", err, fi.Mode())
+	}
+
+	// Idempotent.
+	stdout2 := new(syncBuffer)
+	sys.stdout = stdout2
+	if err := run(t.Context(), []string{"install", "--agents", "claude-code"}, sys); err != nil {
+		t.Fatalf("second install: %v\n%s", err, stdout2)
+	}
+	if !strings.Contains(stdout2.String(), "claude-code: already wired, nothing to change") {
+		t.Errorf("second install:\n%s", stdout2)
+	}
+
+	// Uninstall, dry run first.
+	stdout3 := new(syncBuffer)
+	sys.stdout = stdout3
+	wired := snapshot(t, sys.home, sys.configDir)
+	if err := run(t.Context(), []string{"uninstall", "--dry-run"}, sys); err != nil {
+		t.Fatalf("uninstall --dry-run: %v\n%s", err, stdout3)
+	}
+	if !maps.Equal(wired, snapshot(t, sys.home, sys.configDir)) || !strings.Contains(stdout3.String(), "dry run: nothing written") {
+		t.Errorf("uninstall --dry-run wrote files or did not say so:\n%s", stdout3)
+	}
+	if err := run(t.Context(), []string{"uninstall"}, sys); err != nil {
+		t.Fatalf("uninstall: %v\n%s", err, stdout3)
+	}
+	for _, want := range []string{
+		"claude-code: unwired",
+		"  restored " + settings + "\n",
+		"  removed " + filepath.Join(sys.home, ".claude.json") + " (install had created it)\n",
+	} {
+		if !strings.Contains(stdout3.String(), want) {
+			t.Errorf("uninstall output lacks %q:\n%s", want, stdout3)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(sys.home, ".claude.json")); err == nil {
+		t.Error("~/.claude.json, which install created, is still there")
+	}
+	if got, _ := os.ReadFile(settings); string(got) != before {
+		t.Errorf("settings.json after uninstall:\n%s\nwant\n%s", got, before)
+	}
+}
+
+func TestInstallErrors(t *testing.T) {
+	t.Parallel()
+	t.Run("unknown agent", func(t *testing.T) {
+		t.Parallel()
+		sys, _, _, _ := installSystem(t)
+		for _, cmd := range []string{"install", "uninstall"} {
+			err := run(t.Context(), []string{cmd, "--agents", "claude-code,cursor"}, sys)
+			if ExitCode(err) != 2 || !strings.Contains(err.Error(), `unknown agent "cursor": use claude-code, codex, opencode`) {
+				t.Errorf("%s: err %v", cmd, err)
+			}
+		}
+	})
+	t.Run("broken file", func(t *testing.T) {
+		t.Parallel()
+		sys, stdout, settings, before := installSystem(t)
+		codexConfig := filepath.Join(sys.home, ".codex", "config.toml")
+		if err := os.MkdirAll(filepath.Dir(codexConfig), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		const broken = "model = \"gpt-5\"\n[model_providers\n"
+		if err := os.WriteFile(codexConfig, []byte(broken), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := run(t.Context(), []string{"install"}, sys)
+		if ExitCode(err) != 1 || !strings.Contains(err.Error(), codexConfig) || !strings.Contains(err.Error(), "smarter-compact install --agents codex") {
+			t.Fatalf("err %v, want exit 1 naming %s and how to retry\n%s", err, codexConfig, stdout)
+		}
+		if got, _ := os.ReadFile(codexConfig); string(got) != broken {
+			t.Errorf("the broken file was changed: %q", got)
+		}
+		// The other agents are still wired.
+		if got, _ := os.ReadFile(settings); string(got) == before || !strings.Contains(stdout.String(), "claude-code: wired") {
+			t.Errorf("claude-code was not wired next to the failed codex:\n%s", stdout)
+		}
+	})
+	t.Run("no home", func(t *testing.T) {
+		t.Parallel()
+		sys, _, _, _ := installSystem(t)
+		sys.home = ""
+		if err := run(t.Context(), []string{"install"}, sys); ExitCode(err) != 1 || !strings.Contains(err.Error(), "home directory") {
+			t.Errorf("err %v", err)
+		}
+	})
+}
+
+func TestChainUpstreams(t *testing.T) {
+	t.Parallel()
+	config := writeConfig(t, "# mine\n[upstream]\nopenai = \"https://mine.example/v1\"\n")
+	rep := installer.Report{Agents: []installer.AgentReport{
+		{Agent: "claude-code", Upstreams: map[string]string{"anthropic": "https://gw.example/anthropic/"}},
+		{Agent: "opencode", Upstreams: map[string]string{"openai": "https://other.example/v1", "anthropic": "https://gw.example/anthropic"}},
+		{Agent: "codex", Upstreams: map[string]string{"codex": "http://localhost:4100/codex"}},
+		{Agent: "failed", Err: errors.New("x"), Upstreams: map[string]string{"codex": "https://never.example"}},
+		{Agent: "odd", Upstreams: map[string]string{"gemini": "https://g.example", "openai": "ftp://x"}},
+	}}
+	var out strings.Builder
+	if err := chainUpstreams(&out, rep, config, 4100, false, env{}.get); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(config)
+	if want := "# mine\n[upstream]\nopenai = \"https://mine.example/v1\"\nanthropic = \"https://gw.example/anthropic\"\n"; string(got) != want {
+		t.Errorf("config.toml:\n%s\nwant\n%s", got, want)
+	}
+	for _, want := range []string{
+		`claude-code: chained to its previous base URL: [upstream] anthropic = "https://gw.example/anthropic"`,
+		`opencode: pointed at https://other.example/v1 before; [upstream] openai keeps "https://mine.example/v1"`,
+		"codex: its previous base URL http://localhost:4100/codex is this proxy: not chained",
+		"odd: its previous gemini base URL https://g.example has no [upstream] key",
+		`odd: its previous base URL "ftp://x" is not an http(s) URL`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "never.example") || strings.Count(out.String(), "chained to") != 1 {
+		t.Errorf("output:\n%s", out.String())
+	}
+}

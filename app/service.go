@@ -1,0 +1,374 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+const serviceUsage = `Usage: smarter-compact service <command> [flags]
+
+The per-user login service: serve starts at login and restarts after a crash
+(systemd user unit on Linux, LaunchAgent on macOS, the HKCU Run key on Windows).
+
+Commands:
+  install    register it to start at login, then start it (--no-start: register only)
+  uninstall  stop it and remove the registration
+  start      start it unless it already answers on its port
+  stop       ask it to stop
+  status     show the registration and whether it answers [--json]
+
+Each takes --config PATH (default: SMARTER_COMPACT_CONFIG, else the user config dir).
+`
+
+// Names of the registration: the systemd unit and LaunchAgent label, and the Windows Run value.
+const (
+	serviceName     = "smarter-compact"
+	serviceRunValue = "SmarterCompact"
+)
+
+// forceSystemd is ServiceConfig.ForceSystemd for tests in containers without systemd as
+// PID 1; never set in production.
+var forceSystemd = false
+
+// serviceCmd is the `service` command (DESIGN.md §2 and §8; issue 5 item 7): install,
+// uninstall, start, stop and status of the login service through package installer.
+// Whether the service runs is always decided by its /healthz, so start is idempotent.
+func serviceCmd(ctx context.Context, args []string, sys system) error {
+	if len(args) == 0 {
+		fmt.Fprint(sys.stderr, serviceUsage)
+		return usageError{"service: no command given: run 'smarter-compact service -h'"}
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(sys.stdout, serviceUsage)
+		return nil
+	case "install", "uninstall", "start", "stop", "status":
+	default:
+		return usageError{fmt.Sprintf("service: unknown command %q: run 'smarter-compact service -h'", sub)}
+	}
+	fs := flag.NewFlagSet("service "+sub, flag.ContinueOnError)
+	configFlag := fs.String("config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir); install passes it to serve")
+	noStart := new(bool)
+	asJSON := new(bool)
+	switch sub {
+	case "install":
+		noStart = fs.Bool("no-start", false, "register only; do not start the service now")
+	case "status":
+		asJSON = fs.Bool("json", false, "print JSON")
+	}
+	if err := parseFlags(fs, rest, sys.stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	// install and start need a config the service can run with; the others only need the
+	// port, and work on a broken config with the default one.
+	strict := sub == "install" || sub == "start"
+	cfg, notes, err := serviceConfig(sys, *configFlag, strict)
+	if err != nil {
+		return err
+	}
+	w := sys.stdout
+	switch sub {
+	case "install":
+		return serviceInstallCmd(ctx, w, cfg, notes, !*noStart)
+	case "uninstall":
+		return serviceUninstallCmd(ctx, w, cfg, notes)
+	case "start":
+		printNotes(w, notes)
+		return serviceStartCmd(ctx, w, cfg)
+	case "stop":
+		printNotes(w, notes)
+		return serviceStopCmd(ctx, w, cfg)
+	default:
+		return serviceStatusCmd(ctx, w, cfg, notes, *asJSON)
+	}
+}
+
+// serviceConfig is the login service of this executable and config: serve, with --config
+// when the config was named (flag or SMARTER_COMPACT_CONFIG), the state directory variable
+// carried over where the manager can hold it, and the port from the config. notes are lines
+// for the user about what the service will not see. strict makes a broken config an error;
+// otherwise the default port is used with a note.
+func serviceConfig(sys system, configFlag string, strict bool) (installer.ServiceConfig, []string, error) {
+	var notes []string
+	port := fallbackPort
+	path, explicit, err := ConfigPath(configFlag, sys.getenv, sys.configDir)
+	if err == nil {
+		var c Config
+		if c, err = LoadConfig(path, explicit, sys.getenv); err == nil {
+			port = c.Port
+		}
+	}
+	if err != nil {
+		if strict {
+			return installer.ServiceConfig{}, nil, fmt.Errorf("%w\nthe service cannot start with this config: fix it first", err)
+		}
+		notes = append(notes, fmt.Sprintf("config not read (%v): using port %d", firstLine(err), port))
+	}
+	exe, err := sys.executable()
+	if err != nil {
+		return installer.ServiceConfig{}, nil, err
+	}
+	args := []string{"serve"}
+	if explicit {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return installer.ServiceConfig{}, nil, err
+		}
+		args = append(args, "--config", abs)
+	}
+	env := map[string]string{}
+	if v := strings.TrimSpace(sys.getenv(store.StateDirEnv)); v != "" {
+		if sys.goos == "windows" {
+			notes = append(notes, fmt.Sprintf("%s is set here, but a logon start cannot carry it: set it in your user environment (setx %s \"%s\") or the service uses the default store", store.StateDirEnv, store.StateDirEnv, v))
+		} else {
+			env[store.StateDirEnv] = v
+		}
+	}
+	var unseen []string
+	for _, k := range allKeys {
+		if k.env != "" && sys.getenv(k.env) != "" {
+			unseen = append(unseen, k.env)
+		}
+	}
+	if len(unseen) > 0 {
+		notes = append(notes, fmt.Sprintf("set in this shell but not seen by the login service: %s; put those settings in config.toml", strings.Join(unseen, ", ")))
+	}
+	stateDir := filepath.Dir(store.Dir(sys.getenv, sys.home, sys.goos, sys.getenv("LOCALAPPDATA")))
+	return installer.ServiceConfig{
+		Name:         serviceName,
+		RunValue:     serviceRunValue,
+		DisplayName:  "Smarter Compact",
+		Description:  "Smarter Compact: context-trimming proxy for coding agents",
+		Exe:          exe,
+		Args:         args,
+		Env:          env,
+		Home:         sys.home,
+		Port:         port,
+		LogDir:       filepath.Join(stateDir, "logs"),
+		GOOS:         sys.goos,
+		ForceSystemd: forceSystemd,
+	}, notes, nil
+}
+
+// fallbackPort is [context_proxy] port's default, for commands that go on without a config.
+const fallbackPort = 4100
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
+
+func printNotes(w io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+// serviceHelp turns the installer's errors into what to do.
+func serviceHelp(err error) error {
+	switch {
+	case errors.Is(err, installer.ErrServiceNotInstalled):
+		return fmt.Errorf("%w\nregister it with 'smarter-compact service install' (it then starts at login), or run 'smarter-compact serve' in a terminal", err)
+	case errors.Is(err, installer.ErrNoUserManager):
+		return fmt.Errorf("%w\nuntil then run 'smarter-compact serve' (or 'loginctl enable-linger $USER' and log in again, to run user services without a login session)", err)
+	case errors.Is(err, installer.ErrServiceUnsupported):
+		return fmt.Errorf("%w\nrun 'smarter-compact serve' yourself instead (from a terminal, your shell profile or your desktop's autostart)", err)
+	case errors.Is(err, installer.ErrNotOurs):
+		return fmt.Errorf("%w\nit was not started by the login service: stop it where it runs (Ctrl-C in its terminal), then 'smarter-compact service start'", err)
+	}
+	return err
+}
+
+func serviceInstallCmd(ctx context.Context, w io.Writer, cfg installer.ServiceConfig, notes []string, start bool) error {
+	res, err := installer.ServiceInstall(ctx, cfg)
+	if err != nil {
+		return serviceHelp(err)
+	}
+	st := res.State
+	if res.Changed {
+		fmt.Fprintf(w, "login service installed: %s (%s)\n", st.Path, st.Manager)
+	} else {
+		fmt.Fprintf(w, "login service already installed: %s (%s)\n", st.Path, st.Manager)
+	}
+	fmt.Fprintf(w, "  runs: %s\n", st.Command)
+	if st.Enabled {
+		fmt.Fprintln(w, "  starts at login")
+	} else {
+		fmt.Fprintf(w, "  does not start at login: %s\n", st.Detail)
+	}
+	printNotes(w, notes)
+	if res.Unreachable != "" {
+		fmt.Fprintf(w, "the systemd user manager is not reachable here (%s): the unit is enabled and starts at your next login, but it cannot start now.\n"+
+			"  run 'smarter-compact serve' meanwhile (or 'loginctl enable-linger $USER' and log in again, to run it without a login session)\n", res.Unreachable)
+		return nil
+	}
+	if !start {
+		fmt.Fprintln(w, "not started (--no-start): 'smarter-compact service start' starts it now")
+		return nil
+	}
+	if res.Changed && st.Running {
+		fmt.Fprintf(w, "note: a service already answers on %s and keeps its old settings until restarted: 'smarter-compact service stop', then 'smarter-compact service start'\n", st.URL)
+	}
+	return serviceStartCmd(ctx, w, cfg)
+}
+
+func serviceStartCmd(ctx context.Context, w io.Writer, cfg installer.ServiceConfig) error {
+	res, err := installer.ServiceStart(ctx, cfg)
+	if err != nil {
+		return serviceHelp(err)
+	}
+	if res.Changed {
+		fmt.Fprintf(w, "started: answering on %s\n", res.State.URL)
+	} else {
+		fmt.Fprintf(w, "already running: answering on %s\n", res.State.URL)
+	}
+	return nil
+}
+
+func serviceStopCmd(ctx context.Context, w io.Writer, cfg installer.ServiceConfig) error {
+	res, err := installer.ServiceStop(ctx, cfg)
+	if res.Unreachable != "" {
+		fmt.Fprintf(w, "note: the systemd user manager is not reachable here (%s)\n", res.Unreachable)
+	}
+	if err != nil {
+		return serviceHelp(err)
+	}
+	if res.Changed {
+		fmt.Fprintf(w, "stopped: nothing answers on %s now\n", res.State.URL)
+	} else {
+		fmt.Fprintf(w, "not running: nothing answers on %s\n", res.State.URL)
+	}
+	return nil
+}
+
+// serviceUninstall stops the service if it runs, then removes the registration. A service
+// the login service did not start keeps running; that is said, not an error.
+func serviceUninstallCmd(ctx context.Context, w io.Writer, cfg installer.ServiceConfig, notes []string) error {
+	printNotes(w, notes)
+	st, err := installer.ServiceStatus(ctx, cfg)
+	if err != nil {
+		return serviceHelp(err)
+	}
+	if st.Installed && st.Running {
+		if res, err := installer.ServiceStop(ctx, cfg); err != nil {
+			fmt.Fprintf(w, "note: %v\n", strings.ReplaceAll(serviceHelp(err).Error(), "\n", "; "))
+		} else if res.Changed {
+			fmt.Fprintln(w, "stopped")
+		}
+	}
+	res, err := installer.ServiceUninstall(ctx, cfg)
+	if err != nil {
+		return serviceHelp(err)
+	}
+	if res.Changed {
+		fmt.Fprintf(w, "login service removed: %s\n", res.State.Path)
+	} else {
+		fmt.Fprintf(w, "login service was not installed (%s)\n", res.State.Path)
+	}
+	if res.Unreachable != "" {
+		fmt.Fprintf(w, "note: the systemd user manager is not reachable here (%s); it reloads its units at your next login\n", res.Unreachable)
+	}
+	if res.State.Running {
+		fmt.Fprintf(w, "note: a smarter-compact still answers on %s (not started by the login service): stop it where it runs\n", res.State.URL)
+	}
+	return nil
+}
+
+// serviceReport is `service status --json`.
+type serviceReport struct {
+	installer.ServiceState
+	Supported bool     `json:"supported"` // false: no login service on this system (Problem says why)
+	Problem   string   `json:"problem,omitempty"`
+	Notes     []string `json:"notes,omitempty"`
+}
+
+func serviceStatusCmd(ctx context.Context, w io.Writer, cfg installer.ServiceConfig, notes []string, asJSON bool) error {
+	rep := serviceReport{Supported: true, Notes: notes}
+	st, err := installer.ServiceStatus(ctx, cfg)
+	if err != nil {
+		if !errors.Is(err, installer.ErrServiceUnsupported) {
+			return err
+		}
+		ps := probeService(ctx, cfg.Port)
+		st = installer.ServiceState{URL: ps.URL, Running: ps.Answering, Health: ps.Error}
+		rep.Supported, rep.Problem = false, err.Error()
+	}
+	rep.ServiceState = st
+	if asJSON {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+		_, err := w.Write(buf.Bytes())
+		return err
+	}
+	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
+	switch {
+	case !rep.Supported:
+		p("login service: none on this system (%s)", rep.Problem)
+	case !st.Installed:
+		p("login service: not installed (%s: %s): 'smarter-compact service install' starts it at login", st.Manager, st.Path)
+	default:
+		when := "starts at login"
+		if !st.Enabled {
+			when = "does not start at login"
+		}
+		p("login service: installed, %s (%s: %s)", when, st.Manager, st.Path)
+		p("  runs: %s", st.Command)
+		if st.Detail != "" {
+			p("  %s", st.Detail)
+		}
+		if !st.Current {
+			p("  registered differently from what 'smarter-compact service install' would write now (another executable, arguments or environment): run it to update")
+		}
+	}
+	if st.Running {
+		p("service: answering on %s", st.URL)
+	} else {
+		p("service: not answering on %s (%s): 'smarter-compact service start' (or 'smarter-compact serve')", st.URL, st.Health)
+	}
+	printNotes(w, notes)
+	return nil
+}
+
+// stopOnRequest returns ctx, cancelled as well when `smarter-compact service stop` asks this
+// serve to stop. Only Windows needs it (a named event, installer.StopRequests): elsewhere the
+// manager or the terminal sends a signal, which main already turns into ctx's cancel. Call
+// release when serve returns.
+func stopOnRequest(ctx context.Context, port int, sys system) (_ context.Context, release func()) {
+	stop, done, err := installer.StopRequests(serviceName, port)
+	if err != nil {
+		sys.log.Warn("`smarter-compact service stop` cannot reach this process", "err", err)
+		return ctx, func() {}
+	}
+	if stop == nil {
+		return ctx, done
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-stop:
+			sys.log.Info("stop requested by `smarter-compact service stop`")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(); done() }
+}

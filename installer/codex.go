@@ -1,0 +1,186 @@
+package installer
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Codex wires the Codex CLI (DESIGN.md §8, issue 5 item 3) in $CODEX_HOME/config.toml
+// (default ~/.codex): model_provider = "smarter-compact" (the previous value is in the Op
+// and comes back on uninstall), the [model_providers.smarter-compact] table pointing at
+// http://127.0.0.1:<port>/codex, and [mcp_servers.smarter-compact].
+//
+// Codex ignores OPENAI_BASE_URL (peers.md item 21), so a provider table is the only way in.
+// requires_openai_auth keeps the user's login (ChatGPT or API key) flowing through the proxy
+// untouched; supports_websockets = false keeps Codex on HTTP, where every request carries
+// the full history (research/clients.md). model_context_window is never written: a custom
+// value breaks Codex's auto-compaction for good (peers.md item 24).
+type Codex struct{}
+
+// Name is the agent's name in --agents, the toggles and the install diff.
+func (Codex) Name() string { return "codex" }
+
+// codexProvider is our model provider's id, the value of model_provider.
+const codexProvider = mcpServerName
+
+// codexBuiltins are Codex's built-in providers, which no [model_providers.*] table defines.
+var codexBuiltins = []string{"openai", "oss", "ollama", "lmstudio"}
+
+// codexHome is $CODEX_HOME, else ~/.codex.
+func codexHome(env Env) string {
+	if h := getenv(env, "CODEX_HOME"); h != "" {
+		return h
+	}
+	return filepath.Join(env.Home, ".codex")
+}
+
+func codexConfigPath(env Env) string { return filepath.Join(codexHome(env), "config.toml") }
+
+// Files lists config.toml.
+func (Codex) Files(env Env) []string { return []string{codexConfigPath(env)} }
+
+// Plan wires Codex when its home directory exists; config.toml is created when absent.
+func (a Codex) Plan(env Env) (*AgentPlan, error) {
+	if !isDir(codexHome(env)) {
+		return nil, notInstalled(a.Name(), codexHome(env)+" (CODEX_HOME, else ~/.codex)")
+	}
+	cur, err := readCurrent(codexConfigPath(env))
+	if err != nil {
+		return nil, err
+	}
+	doc, err := ParseTOMLDoc(cur.before)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cur.path, err)
+	}
+	// Read-only view of the same bytes, for what the line editor does not expose (the
+	// previous provider's table, profiles). It is never written back.
+	var conf codexConf
+	if err := toml.Unmarshal(cur.before, &conf); err != nil {
+		return nil, fmt.Errorf("%s: %w", cur.path, err)
+	}
+	plan := &AgentPlan{Agent: a.Name()}
+
+	tables := []struct{ header, text string }{
+		{"[model_providers." + codexProvider + "]", codexProviderTable(env)},
+		{"[mcp_servers." + mcpServerName + "]", codexMCPTable(env)},
+	}
+	// SetTable refuses a table the user defined inline or with dotted keys. Asked first on
+	// the file as it is, so that its error names the line the user sees.
+	probe, _ := ParseTOMLDoc(cur.before)
+	for _, t := range tables {
+		if _, err := probe.SetTable(t.header, t.text); err != nil {
+			return nil, fmt.Errorf("%s: %w", cur.path, err)
+		}
+	}
+
+	var ops []Op
+	prev := ""
+	if raw, ok := doc.Key("model_provider"); ok {
+		if err := json.Unmarshal(raw, &prev); err != nil {
+			return nil, fmt.Errorf("%s: model_provider is not a string: fix it by hand, then install again", cur.path)
+		}
+	}
+	if prev != codexProvider {
+		a.chainPrevious(env, plan, conf, prev)
+		op, err := doc.SetKey("model_provider", jsonString(codexProvider))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cur.path, err)
+		}
+		ops = append(ops, op)
+	}
+	for _, t := range tables {
+		if old, ok := doc.Table(t.header); ok && sameTable(old, t.text) {
+			continue
+		}
+		op, err := doc.SetTable(t.header, t.text)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cur.path, err)
+		}
+		ops = append(ops, op)
+	}
+	if p, ok := conf.Profiles[conf.Profile]; conf.Profile != "" && ok && p.ModelProvider != "" && p.ModelProvider != codexProvider {
+		plan.Notes = append(plan.Notes, fmt.Sprintf(
+			"Codex: the active profile %q sets model_provider = %q, which wins over the top-level one: Codex stays off the proxy while that profile is active", conf.Profile, p.ModelProvider))
+	}
+
+	plan.Files = []FileEdit{cur.edit(doc.Bytes(), ops)}
+	return plan, nil
+}
+
+// chainPrevious records where Codex sent its requests before: a custom provider's base_url,
+// or openai_base_url for the built-in openai provider (DESIGN.md §5: chain, never bypass a
+// gateway). What cannot follow through our provider table becomes a note.
+func (Codex) chainPrevious(env Env, plan *AgentPlan, conf codexConf, prev string) {
+	switch {
+	case prev == "" || prev == "openai":
+		if conf.OpenAIBaseURL != "" && !chain(env, plan, "codex", conf.OpenAIBaseURL, "") {
+			plan.Notes = append(plan.Notes, fmt.Sprintf("Codex: openai_base_url %s is this proxy: not chained", conf.OpenAIBaseURL))
+		}
+	case conf.ModelProviders[prev] != nil:
+		p := conf.ModelProviders[prev]
+		if p.BaseURL != "" && !chain(env, plan, "codex", p.BaseURL, "") {
+			plan.Notes = append(plan.Notes, fmt.Sprintf("Codex: provider %q pointed at this proxy (%s): replaced, not chained", prev, p.BaseURL))
+		}
+		if p.EnvKey != "" {
+			plan.Notes = append(plan.Notes, fmt.Sprintf(
+				"Codex: provider %q read its key from $%s; the smarter-compact provider sends your Codex login instead (requires_openai_auth): if %s needs that key, Codex requests through the proxy will fail until you add env_key = %q to [model_providers.%s]",
+				prev, p.EnvKey, p.BaseURL, p.EnvKey, codexProvider))
+		}
+	case slices.Contains(codexBuiltins, prev):
+		plan.Notes = append(plan.Notes, fmt.Sprintf(
+			"Codex: model_provider was the built-in %q; requests now go through the proxy to its codex upstream (default https://chatgpt.com/backend-api/codex), not to %s: set [upstream] codex in smarter-compact's config.toml if that is wrong", prev, prev))
+	default:
+		plan.Notes = append(plan.Notes, fmt.Sprintf("Codex: model_provider %q is not defined in config.toml; requests now go to the proxy's codex upstream", prev))
+	}
+}
+
+// codexConf is the part of config.toml Plan reads (never written back).
+type codexConf struct {
+	OpenAIBaseURL  string                        `toml:"openai_base_url"`
+	Profile        string                        `toml:"profile"`
+	Profiles       map[string]codexProfile       `toml:"profiles"`
+	ModelProviders map[string]*codexProviderConf `toml:"model_providers"`
+}
+
+type codexProfile struct {
+	ModelProvider string `toml:"model_provider"`
+}
+
+type codexProviderConf struct {
+	BaseURL string `toml:"base_url"`
+	EnvKey  string `toml:"env_key"`
+}
+
+// codexProviderTable is our [model_providers.smarter-compact] table.
+func codexProviderTable(env Env) string {
+	return "[model_providers." + codexProvider + "]\n" +
+		"name = \"Smarter Compact\"\n" +
+		"base_url = " + tomlBasicString(proxyURL(env, "/codex")) + "\n" +
+		"wire_api = \"responses\"\n" +
+		"requires_openai_auth = true\n" +
+		"supports_websockets = false\n"
+}
+
+// codexMCPTable is our [mcp_servers.smarter-compact] table. The recall tools only read the
+// store, so they are approved up front: under approval_policy = "never" Codex otherwise
+// refuses every MCP call ("MCP tool call requires approval", research/clients.md run 11).
+func codexMCPTable(env Env) string {
+	return "[mcp_servers." + mcpServerName + "]\n" +
+		"command = " + tomlBasicString(env.Exe) + "\n" +
+		"args = [\"mcp\"]\n" +
+		"default_tools_approval_mode = \"approve\"\n"
+}
+
+// sameTable reports whether a table's text in the file is ours, line ends and trailing
+// blank lines aside.
+func sameTable(got, want string) bool {
+	norm := func(s string) string {
+		return strings.TrimRight(strings.ReplaceAll(s, "\r\n", "\n"), "\n")
+	}
+	return norm(got) == norm(want)
+}

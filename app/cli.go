@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -54,23 +55,29 @@ type system struct {
 	configDir      string // os.UserConfigDir; "" when unknown
 	workdir        string // os.Getwd; "" when unknown
 	goos           string
-	// exe is the absolute path of this executable with symlinks resolved, what install
-	// writes into the agents' hooks and MCP entries; "" resolves os.Executable when needed.
+	// exe is the absolute path of this executable as the user invoked it, what install
+	// writes into the agents' hooks and MCP entries; "" finds it when needed.
 	exe string
 }
 
-// executable returns sys.exe, else os.Executable with symlinks resolved: the path stays valid
-// when a package manager's symlink (/usr/local/bin, Homebrew) moves to another version.
+// executable returns sys.exe, else the path this program was started by, symlinks kept:
+// a package manager's link (/usr/local/bin, Homebrew's bin) survives an upgrade, while the
+// versioned file behind it does not. os.Executable resolves links on Linux
+// (/proc/self/exe), so the link is found from argv[0] first.
 func (sys system) executable() (string, error) {
 	if sys.exe != "" {
 		return sys.exe, nil
 	}
+	if len(os.Args) > 0 && os.Args[0] != "" {
+		if p, err := exec.LookPath(os.Args[0]); err == nil {
+			if abs, err := filepath.Abs(p); err == nil {
+				return abs, nil
+			}
+		}
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("find this executable: %w", err)
-	}
-	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = resolved
 	}
 	return filepath.Abs(exe)
 }

@@ -234,7 +234,7 @@ func printReport(w io.Writer, rep installer.Report, cmd string, dryRun bool) []e
 			failed = append(failed, fmt.Errorf("%s: %w\nfix the file named above (or move it aside), then run: smarter-compact %s --agents %s", a.Agent, a.Err, cmd, a.Agent))
 			continue
 		case a.Skipped != "":
-			fmt.Fprintf(w, "%s: %s\n", a.Agent, a.Skipped)
+			fmt.Fprintf(w, "%s: %s\n", a.Agent, strings.TrimPrefix(a.Skipped, a.Agent+": "))
 			continue
 		}
 		switch {

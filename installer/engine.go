@@ -399,7 +399,7 @@ func restoreSnapshots(env Env, a Agent, index snapshotIndex, rep *AgentReport) (
 		mode := fileMode(path, 0o600)
 		if !e.Existed {
 			if exists {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("removing %s, which install created: this discards any fileChange made to it since", path))
+				rep.Notes = append(rep.Notes, fmt.Sprintf("removing %s, which install created: this discards any change made to it since", path))
 				rep.Diff += unifiedDiff(path, cur, nil)
 				changes = append(changes, fileChange{path, cur, nil, mode})
 			}
@@ -412,7 +412,7 @@ func restoreSnapshots(env Env, a Agent, index snapshotIndex, rep *AgentReport) (
 		if exists && bytes.Equal(cur, snap) {
 			continue
 		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("restoring %s from its snapshot of before install: this overwrites every fileChange made since (the diff shows what goes)", path))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("restoring %s from its snapshot of before install: this overwrites every change made since (the diff shows what goes)", path))
 		rep.Diff += unifiedDiff(path, cur, snap)
 		changes = append(changes, fileChange{path, cur, snap, mode})
 	}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -306,6 +307,10 @@ func serviceStatusCmd(ctx context.Context, w io.Writer, cfg installer.ServiceCon
 		ps := probeService(ctx, cfg.Port)
 		st = installer.ServiceState{URL: ps.URL, Running: ps.Answering, Health: ps.Error}
 		rep.Supported, rep.Problem = false, err.Error()
+	} else if cfg.GOOS == "linux" && !cfg.ForceSystemd && !systemdRunning() {
+		// the unit can be written but nothing would start it: say so instead of advising
+		// an install that fails
+		rep.Supported, rep.Problem = false, "systemd is not running here (as in most containers): run 'smarter-compact serve' yourself"
 	}
 	rep.ServiceState = st
 	if asJSON {
@@ -371,4 +376,10 @@ func stopOnRequest(ctx context.Context, port int, sys system) (_ context.Context
 		}
 	}()
 	return ctx, func() { cancel(); done() }
+}
+
+// systemdRunning reports whether systemd manages this machine (sd_booted's test).
+func systemdRunning() bool {
+	fi, err := os.Stat("/run/systemd/system")
+	return err == nil && fi.IsDir()
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -81,7 +82,37 @@ type fileConfig struct {
 		Anthropic *string `toml:"anthropic"`
 		OpenAI    *string `toml:"openai"`
 		Codex     *string `toml:"codex"`
+		// Agents are the per-agent tables [upstream.agents.<agent>].
+		Agents struct {
+			ClaudeCode fileUpstreams `toml:"claude-code"`
+			Codex      fileUpstreams `toml:"codex"`
+			OpenCode   fileUpstreams `toml:"opencode"`
+		} `toml:"agents"`
 	} `toml:"upstream"`
+}
+
+// families returns [upstream]'s keys by API family.
+func (f *fileConfig) families() map[string]*string {
+	u := &f.Upstream
+	return fileUpstreams{u.Anthropic, u.OpenAI, u.Codex}.byFamily()
+}
+
+// agentUpstreams returns [upstream.agents.<agent>] by agent ("" for an agent without one).
+func (f *fileConfig) agentUpstreams(agent string) fileUpstreams {
+	a := &f.Upstream.Agents
+	return map[string]fileUpstreams{agentClaudeCode: a.ClaudeCode, agentCodex: a.Codex, agentOpenCode: a.OpenCode}[agent]
+}
+
+// fileUpstreams are the base URL keys of [upstream] and of [upstream.agents.<agent>].
+type fileUpstreams struct {
+	Anthropic *string `toml:"anthropic"`
+	OpenAI    *string `toml:"openai"`
+	Codex     *string `toml:"codex"`
+}
+
+// byFamily returns the keys by API family.
+func (u fileUpstreams) byFamily() map[string]*string {
+	return map[string]*string{"anthropic": u.Anthropic, "openai": u.OpenAI, "codex": u.Codex}
 }
 
 type fileContextProxy struct {
@@ -139,12 +170,31 @@ var (
 	keyUpstreamCodex       = key{"upstream", "codex", "SMARTER_COMPACT_UPSTREAM_CODEX", "an absolute http or https URL", nil}
 )
 
+// upstreamFamilies are the API families of [upstream], in display order.
+var upstreamFamilies = []string{"anthropic", "openai", "codex"}
+
+// agentUpstreamKey is the key of [upstream.agents.<agent>] <family> (no environment
+// override): a per-agent upstream, which wins over [upstream] <family> for that agent only.
+func agentUpstreamKey(agent, family string) key {
+	return key{"upstream.agents." + agent, family, "", "an absolute http or https URL", nil}
+}
+
 // allKeys finds a key from go-toml's key path when the file gives a value of the wrong type.
-var allKeys = []key{
+var allKeys = append([]key{
 	keyEnabled, keyPort, keyTrimAtTokens, keyTrimToFraction, keyCharsPerToken, keyCompressOverTokens,
 	keyStandingInstruction, keyAgentClaudeCode, keyAgentCodex, keyAgentOpenCode, keyMaxChars, keyRecall,
 	keyTTLDays, keyEmbeddingModel, keyEmbeddingURL, keyEmbeddingTimeoutS, keyEmbeddingMaxChars,
 	keyUpstreamAnthropic, keyUpstreamOpenAI, keyUpstreamCodex,
+}, agentUpstreamKeys()...)
+
+func agentUpstreamKeys() []key {
+	var ks []key
+	for _, a := range configuredAgents {
+		for _, fam := range upstreamFamilies {
+			ks = append(ks, agentUpstreamKey(a, fam))
+		}
+	}
+	return ks
 }
 
 // ConfigPath returns the config.toml to read: flagPath (--config), else
@@ -202,6 +252,10 @@ func decodeFile(path string, b []byte, f *fileConfig) error {
 		for i := range strict.Errors {
 			e := &strict.Errors[i]
 			line, _ := e.Position()
+			if k := e.Key(); len(k) >= 3 && k[0] == "upstream" && k[1] == "agents" && !slices.Contains(configuredAgents, k[2]) {
+				errs = append(errs, fmt.Errorf("config %s:%d: unknown agent %q in [upstream.agents.%s]: use %s", path, line, k[2], k[2], strings.Join(configuredAgents, ", ")))
+				continue
+			}
 			errs = append(errs, fmt.Errorf("config %s:%d: unknown key %q (the keys are listed in README.md, Configuration)", path, line, strings.Join(e.Key(), ".")))
 		}
 		return errors.Join(errs...)
@@ -222,7 +276,7 @@ func decodeFile(path string, b []byte, f *fileConfig) error {
 
 func isSection(name string) bool {
 	for _, k := range allKeys {
-		if k.section == name {
+		if k.section == name || strings.HasPrefix(k.section, name+".") {
 			return true
 		}
 	}
@@ -274,6 +328,7 @@ func (r *resolver) resolve(f *fileConfig) Config {
 	up["anthropic"] = r.urlKey(keyUpstreamAnthropic, f.Upstream.Anthropic, up["anthropic"])
 	up["openai"] = r.urlKey(keyUpstreamOpenAI, f.Upstream.OpenAI, up["openai"])
 	up["codex"] = r.urlKey(keyUpstreamCodex, f.Upstream.Codex, up["codex"])
+	s.AgentUpstreams = r.agentUpstreams(f)
 	c.Proxy = s
 
 	c.Agents = r.agents(cp)
@@ -314,6 +369,31 @@ func (r *resolver) agents(cp *fileContextProxy) map[string]bool {
 		}
 	}
 	return agents
+}
+
+// agentUpstreams resolves the [upstream.agents.<agent>] tables: agent to family to base
+// URL, only the keys that are set; nil when there are none.
+func (r *resolver) agentUpstreams(f *fileConfig) map[string]map[string]string {
+	var out map[string]map[string]string
+	for _, agent := range configuredAgents {
+		keys := f.agentUpstreams(agent).byFamily()
+		for _, fam := range upstreamFamilies {
+			p := keys[fam]
+			if p == nil {
+				continue
+			}
+			if u := r.urlKey(agentUpstreamKey(agent, fam), p, ""); u != "" {
+				if out == nil {
+					out = map[string]map[string]string{}
+				}
+				if out[agent] == nil {
+					out[agent] = map[string]string{}
+				}
+				out[agent][fam] = u
+			}
+		}
+	}
+	return out
 }
 
 // env returns the key's environment override; an empty variable counts as unset.

@@ -67,34 +67,7 @@ func setConfigKeys(b []byte, section string, keys []configKey) ([]byte, error) {
 	}
 	lines := splitLines(string(b))
 	want := splitKeyPath(section)
-
-	// Find the table's header line and the end of the table (the next header or EOF).
-	start, end := -1, len(lines)
-	inMulti := ""
-	for i, line := range lines {
-		if inMulti != "" {
-			if strings.Count(line, inMulti)%2 == 1 {
-				inMulti = ""
-			}
-			continue
-		}
-		for _, q := range []string{`"""`, `'''`} {
-			if strings.Count(line, q)%2 == 1 {
-				inMulti = q
-			}
-		}
-		name, ok := tableHeader(line)
-		if !ok {
-			continue
-		}
-		if start >= 0 {
-			end = i
-			break
-		}
-		if slices.Equal(splitKeyPath(name), want) {
-			start = i
-		}
-	}
+	start, end := tableSpan(lines, want)
 
 	out := slices.Clone(lines)
 	if start < 0 {
@@ -152,6 +125,112 @@ func setConfigKeys(b []byte, section string, keys []configKey) ([]byte, error) {
 		return nil, errors.New("the keys are defined in a form this edit does not handle (an inline table or a dotted key): write them by hand")
 	}
 	return result, nil
+}
+
+// tableSpan finds the header line of the table at path want and the end of the table (the
+// next header or EOF); start is -1 when there is no such header.
+func tableSpan(lines []string, want []string) (start, end int) {
+	start, end = -1, len(lines)
+	inMulti := ""
+	for i, line := range lines {
+		if inMulti != "" {
+			if strings.Count(line, inMulti)%2 == 1 {
+				inMulti = ""
+			}
+			continue
+		}
+		for _, q := range []string{`"""`, `'''`} {
+			if strings.Count(line, q)%2 == 1 {
+				inMulti = q
+			}
+		}
+		name, ok := tableHeader(line)
+		if !ok {
+			continue
+		}
+		if start >= 0 {
+			return start, i
+		}
+		if slices.Equal(splitKeyPath(name), want) {
+			start = i
+		}
+	}
+	return start, end
+}
+
+// removeConfigKeys is setConfigKeys' inverse for uninstall: it deletes the lines of the
+// named keys in the table [section] of b and, with dropTable, also the table's header when
+// only blank lines are left in it, and then with dropBlank one blank line right before the
+// header (the one setConfigKeys adds when it appends a table), and with dropEOL, when the
+// table was the file's end, the line end setConfigKeys added to a last line without one.
+// Every other line is kept byte for byte. The result is checked by decoding: it must hold the old values minus those keys
+// (an empty table may go).
+func removeConfigKeys(b []byte, section string, names []string, dropTable, dropBlank, dropEOL bool) ([]byte, error) {
+	var before map[string]any
+	if err := toml.Unmarshal(b, &before); err != nil {
+		return nil, fmt.Errorf("not valid TOML: %w", err)
+	}
+	want := splitKeyPath(section)
+	lines := splitLines(string(b))
+	start, end := tableSpan(lines, want)
+	if start < 0 {
+		start, end = len(lines), len(lines) // no header: nothing to remove, checked below
+	}
+	var kept []string
+	for i := start + 1; i < end; i++ {
+		if name, _, _, ok := keyLine(lines[i]); ok && slices.ContainsFunc(names, func(n string) bool {
+			return slices.Equal(splitKeyPath(name), []string{n})
+		}) {
+			continue
+		}
+		kept = append(kept, lines[i])
+	}
+	head := slices.Clone(lines[:min(start+1, len(lines))])
+	empty := !slices.ContainsFunc(kept, func(l string) bool { return strings.TrimSpace(l) != "" })
+	if dropTable && empty && start < len(lines) {
+		head = head[:start]
+		if dropBlank && start > 0 && strings.TrimSpace(head[start-1]) == "" {
+			head = head[:start-1]
+		}
+		if n := len(head); dropEOL && end == len(lines) && len(kept) == 0 && n > 0 {
+			head[n-1] = strings.TrimSuffix(head[n-1], lineEnding(head[n-1]))
+		}
+	}
+	result := []byte(strings.Join(append(append(head, kept...), lines[end:]...), ""))
+
+	var after map[string]any
+	if err := toml.Unmarshal(result, &after); err != nil {
+		return nil, fmt.Errorf("the edit would not be valid TOML (%v): remove the keys by hand", err)
+	}
+	expect := deepCopy(before).(map[string]any)
+	t := expect
+	for _, p := range want {
+		next, ok := t[p].(map[string]any)
+		if !ok {
+			if _, exists := t[p]; exists {
+				return nil, fmt.Errorf("%s is not a table", section)
+			}
+			next = map[string]any{}
+		}
+		t = next
+	}
+	for _, n := range names {
+		delete(t, n)
+	}
+	if !reflect.DeepEqual(pruneEmpty(after), pruneEmpty(expect)) {
+		return nil, errors.New("the keys are defined in a form this edit does not handle (an inline table or a dotted key): remove them by hand")
+	}
+	return result, nil
+}
+
+// pruneEmpty drops empty tables, recursively, so that a removed empty table compares equal.
+func pruneEmpty(m map[string]any) map[string]any {
+	for k, v := range m {
+		if sub, ok := v.(map[string]any); ok && len(pruneEmpty(sub)) == 0 {
+			delete(m, k)
+		}
+	}
+	return m
 }
 
 // withKeys returns a copy of doc with keys set in the table at path, decoded as go-toml

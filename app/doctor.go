@@ -315,16 +315,12 @@ func readCodexURLs(path string) ([]agentURL, []doctorCheck, error) {
 }
 
 // openCodeConfig is the config file OpenCode reads first in its config directory
-// ($OPENCODE_CONFIG_DIR, else $XDG_CONFIG_HOME/opencode, else ~/.config/opencode), as the
-// installer finds it; opencode.json when none exists.
+// ($XDG_CONFIG_HOME/opencode, else ~/.config/opencode), as the installer finds it;
+// opencode.json when none exists.
 func openCodeConfig(sys system) string {
-	dir := sys.getenv("OPENCODE_CONFIG_DIR")
-	if dir == "" {
-		if x := sys.getenv("XDG_CONFIG_HOME"); x != "" {
-			dir = filepath.Join(x, "opencode")
-		} else {
-			dir = filepath.Join(sys.home, ".config", "opencode")
-		}
+	dir := filepath.Join(sys.home, ".config", "opencode")
+	if x := sys.getenv("XDG_CONFIG_HOME"); x != "" {
+		dir = filepath.Join(x, "opencode")
 	}
 	for _, n := range []string{"opencode.jsonc", "opencode.json", "config.json"} {
 		if p := filepath.Join(dir, n); fileExists(p) {

@@ -3,10 +3,13 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -18,14 +21,8 @@ import (
 
 	"github.com/smarter-compact/smarter-compact/assets"
 	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/proxy"
 )
-
-// upstreamKeys maps an API family of AgentReport.Upstreams to its [upstream] key.
-var upstreamKeys = map[string]key{
-	"anthropic": keyUpstreamAnthropic,
-	"openai":    keyUpstreamOpenAI,
-	"codex":     keyUpstreamCodex,
-}
 
 // installFlags are the flags install and uninstall share.
 type installFlags struct {
@@ -48,7 +45,7 @@ func parseInstallFlags(name string, args []string, sys system) (installFlags, er
 
 // install is the `install` command (DESIGN.md §2, §8; issue 5): it wires every installed
 // agent (or those of --agents) to the proxy on the configured port, writes the upstreams the
-// agents pointed at before into config.toml's [upstream] keys, and with --service registers
+// agents pointed at before into config.toml's [upstream.agents.<agent>] tables, and with --service registers
 // the login service first, so the proxy runs before agents point at it. --dry-run prints the
 // diffs and writes nothing. An agent that failed (a file that does not parse, a failed write)
 // makes the exit status 1; its files are untouched.
@@ -82,7 +79,7 @@ func install(ctx context.Context, args []string, sys system) error {
 	}
 	rep := installer.Install(env, agents, f.dryRun)
 	failed := printReport(w, rep, "install", f.dryRun)
-	if err := chainUpstreams(w, rep, cfgPath, cfg.Port, f.dryRun, sys.getenv); err != nil {
+	if err := chainUpstreams(w, rep, cfgPath, cfg.Port, f.dryRun, upstreamRecordPath(env.StateDir)); err != nil {
 		failed = append(failed, err)
 	}
 	if f.dryRun {
@@ -125,6 +122,17 @@ func uninstall(ctx context.Context, args []string, sys system) error {
 	w := sys.stdout
 	rep := installer.Uninstall(env, agents, f.dryRun)
 	failed := printReport(w, rep, "uninstall", f.dryRun)
+	if cfgPath, _, err := ConfigPath(f.config, sys.getenv, sys.configDir); err == nil {
+		var unwired []string
+		for _, a := range rep.Agents {
+			if a.Err == nil {
+				unwired = append(unwired, a.Agent)
+			}
+		}
+		if err := unchainUpstreams(w, unwired, cfgPath, upstreamRecordPath(env.StateDir), f.dryRun); err != nil {
+			failed = append(failed, err)
+		}
+	}
 	if f.service {
 		if f.dryRun {
 			fmt.Fprintln(w, "service: would remove the login service (smarter-compact service uninstall)")
@@ -246,6 +254,8 @@ func printReport(w io.Writer, rep installer.Report, cmd string, dryRun bool) []e
 			fmt.Fprintf(w, "%s: %s\n", a.Agent, would("unwired: removed what install added", "would remove what install added"))
 		case a.Tier == 2:
 			fmt.Fprintf(w, "%s: %s\n", a.Agent, would("no usable install diff: restored the snapshots taken at install", "no usable install diff: would restore the snapshots taken at install"))
+		case a.Tier == 3:
+			fmt.Fprintf(w, "%s: %s\n", a.Agent, would("no install record: removed the smarter-compact wiring found in the files", "no install record: would remove the smarter-compact wiring found in the files"))
 		default:
 			fmt.Fprintf(w, "%s: nothing to undo\n", a.Agent)
 		}
@@ -255,6 +265,8 @@ func printReport(w io.Writer, rep installer.Report, cmd string, dryRun bool) []e
 				fmt.Fprintf(w, "  %s %s\n", would("wrote", "would write"), file)
 			case dryRun:
 				fmt.Fprintf(w, "  would put back %s\n", file)
+			case exists(file) && a.Tier == 3:
+				fmt.Fprintf(w, "  edited %s\n", file)
 			case exists(file):
 				fmt.Fprintf(w, "  restored %s\n", file)
 			default:
@@ -284,38 +296,39 @@ func wired(rep installer.Report) bool {
 	return false
 }
 
-// chainUpstreams writes the base URLs the agents pointed at before install into
-// config.toml's [upstream] keys (DESIGN.md §5: we chain instead of replacing). A key already
-// set to another URL is kept and the conflict reported; a URL that points back at the proxy
-// itself is dropped (it would loop).
-func chainUpstreams(w io.Writer, rep installer.Report, cfgPath string, port int, dryRun bool, getenv func(string) string) error {
-	current := map[string]string{}
+// chainUpstreams writes the base URLs the agents pointed at before install into config.toml's
+// per-agent tables [upstream.agents.<agent>] (DESIGN.md §5: we chain instead of replacing),
+// so that one agent's gateway never takes another agent's traffic of the same API family. A
+// key already set to another URL is kept and the conflict reported; a URL equal to the
+// family's upstream ([upstream] or the default) needs no key; a URL that points back at the
+// proxy itself is dropped (it would loop). What it wrote goes to the record at recordPath
+// ("" records nothing), for uninstall (unchainUpstreams).
+func chainUpstreams(w io.Writer, rep installer.Report, cfgPath string, port int, dryRun bool, recordPath string) error {
+	var f fileConfig
 	if b, err := readConfigText(cfgPath); err == nil && b != nil {
-		var f fileConfig
-		if decodeFile(cfgPath, b, &f) == nil {
-			for fam, p := range map[string]*string{"anthropic": f.Upstream.Anthropic, "openai": f.Upstream.OpenAI, "codex": f.Upstream.Codex} {
-				if p != nil {
-					current[fam] = strings.TrimRight(*p, "/")
-				}
-			}
+		if decodeFile(cfgPath, b, &f) != nil {
+			f = fileConfig{}
 		}
 	}
-	var keys []configKey
+	family := proxy.DefaultSettings().Upstreams
+	for fam, p := range f.families() {
+		if p != nil {
+			family[fam] = strings.TrimRight(*p, "/")
+		}
+	}
+	keys := map[string][]configKey{}       // by agent
+	urls := map[string]map[string]string{} // by agent, family: what the keys hold
 	var lines []string
 	for _, a := range rep.Agents {
 		if a.Err != nil || a.Skipped != "" {
 			continue
 		}
-		fams := make([]string, 0, len(a.Upstreams))
-		for fam := range a.Upstreams {
-			fams = append(fams, fam)
-		}
-		slices.Sort(fams)
-		for _, fam := range fams {
+		current := f.agentUpstreams(a.Agent).byFamily()
+		for _, fam := range slices.Sorted(maps.Keys(a.Upstreams)) {
 			u := strings.TrimRight(a.Upstreams[fam], "/")
-			k, ok := upstreamKeys[fam]
+			k := agentUpstreamKey(a.Agent, fam)
 			switch {
-			case !ok:
+			case !slices.Contains(upstreamFamilies, fam):
 				fmt.Fprintf(w, "%s: its previous %s base URL %s has no [upstream] key: requests go to the default\n", a.Agent, fam, u)
 				continue
 			case !upstreamURL(u):
@@ -324,19 +337,25 @@ func chainUpstreams(w io.Writer, rep installer.Report, cfgPath string, port int,
 			case loopsBack(u, port):
 				fmt.Fprintf(w, "%s: its previous base URL %s is this proxy: not chained\n", a.Agent, u)
 				continue
+			case !slices.Contains(configuredAgents, a.Agent):
+				fmt.Fprintf(w, "%s: has no [upstream.agents] table: its previous base URL %s is not chained\n", a.Agent, u)
+				continue
 			}
-			if old, set := current[fam]; set {
-				if old != u {
+			if p := current[fam]; p != nil {
+				if old := strings.TrimRight(*p, "/"); old != u {
 					fmt.Fprintf(w, "%s: pointed at %s before; %s keeps %q from %s (edit it there to chain to %s)\n", a.Agent, u, k, old, cfgPath, u)
 				}
 				continue
 			}
-			current[fam] = u
-			keys = append(keys, configKey{k.name, tomlString(u)})
-			lines = append(lines, fmt.Sprintf("%s: chained to its previous base URL: %s = %s", a.Agent, k, tomlString(u)))
-			if v := getenv(k.env); v != "" {
-				lines = append(lines, fmt.Sprintf("  note: %s=%s is set here and wins over the file where the service has it", k.env, v))
+			if family[fam] == u {
+				continue // the family's upstream already
 			}
+			keys[a.Agent] = append(keys[a.Agent], configKey{fam, tomlString(u)})
+			if urls[a.Agent] == nil {
+				urls[a.Agent] = map[string]string{}
+			}
+			urls[a.Agent][fam] = u
+			lines = append(lines, fmt.Sprintf("%s: chained to its previous base URL: %s = %s", a.Agent, k, tomlString(u)))
 		}
 	}
 	if len(keys) == 0 {
@@ -350,20 +369,194 @@ func chainUpstreams(w io.Writer, rep installer.Report, cfgPath string, port int,
 		return nil
 	}
 	old, err := readConfigText(cfgPath)
-	if err == nil {
-		var text []byte
-		if text, err = setConfigKeys(old, "upstream", keys); err == nil && !bytes.Equal(text, old) {
-			err = writeConfigFile(cfgPath, text)
+	rec := upstreamRecord{CreatedFile: old == nil, Tables: map[string]*upstreamTable{}}
+	text := old
+	for _, agent := range slices.Sorted(maps.Keys(keys)) {
+		if err != nil {
+			break
 		}
+		section := "upstream.agents." + agent
+		lines := splitLines(string(text))
+		start, _ := tableSpan(lines, splitKeyPath(section))
+		n := len(lines)
+		rec.Tables[agent] = &upstreamTable{Keys: urls[agent], Created: start < 0,
+			Blank: start < 0 && n > 0 && strings.TrimSpace(lines[n-1]) != "",
+			EOL:   start < 0 && n > 0 && !strings.HasSuffix(lines[n-1], "\n")}
+		text, err = setConfigKeys(text, section, keys[agent])
+	}
+	if err == nil && !bytes.Equal(text, old) {
+		err = writeConfigFile(cfgPath, text)
 	}
 	if err != nil {
 		var add strings.Builder
-		for _, k := range keys {
-			fmt.Fprintf(&add, "\n  %s = %s", k.name, k.value)
+		for _, agent := range slices.Sorted(maps.Keys(keys)) {
+			fmt.Fprintf(&add, "\n  [upstream.agents.%s]", agent)
+			for _, k := range keys[agent] {
+				fmt.Fprintf(&add, "\n  %s = %s", k.name, k.value)
+			}
 		}
-		return fmt.Errorf("config %s: %v\nthe agents are wired, but requests go to the default upstreams until you add under [upstream]:%s", cfgPath, err, add.String())
+		return fmt.Errorf("config %s: %v\nthe agents are wired, but requests go to the default upstreams until you add:%s", cfgPath, err, add.String())
 	}
 	fmt.Fprintf(w, "wrote those keys to %s (restart the service to use them)\n", cfgPath)
+	if recordPath != "" {
+		if err := mergeUpstreamRecord(recordPath, cfgPath, rec); err != nil {
+			return fmt.Errorf("record %s: %v\nuninstall will not remove the keys written to %s; remove them by hand then", recordPath, err, cfgPath)
+		}
+	}
+	return nil
+}
+
+// upstreamRecord is what install wrote into one config.toml's [upstream.agents.<agent>]
+// tables. The records live in <configDir>/smarter-compact/install/upstreams.json (0600), an
+// object from config.toml path to upstreamRecord, so that uninstall removes exactly those
+// keys, and only while they still hold the URL install wrote.
+type upstreamRecord struct {
+	// CreatedFile: install created config.toml; uninstall removes it when it is left empty.
+	CreatedFile bool `json:"created_file,omitempty"`
+	// Tables are by agent.
+	Tables map[string]*upstreamTable `json:"tables"`
+}
+
+// upstreamTable is what install wrote into one [upstream.agents.<agent>] table.
+type upstreamTable struct {
+	// Keys are family to the URL written.
+	Keys map[string]string `json:"keys"`
+	// Created: install appended the table header; Blank: and a blank line before it; EOL:
+	// and a line end to the file's last line. All go again when uninstall leaves the table
+	// empty.
+	Created bool `json:"created,omitempty"`
+	Blank   bool `json:"blank,omitempty"`
+	EOL     bool `json:"eol,omitempty"`
+}
+
+func upstreamRecordPath(stateDir string) string { return filepath.Join(stateDir, "upstreams.json") }
+
+func readUpstreamRecords(path string) (map[string]*upstreamRecord, error) {
+	recs := map[string]*upstreamRecord{}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return recs, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &recs); err != nil {
+		return nil, fmt.Errorf("not valid JSON: %w", err)
+	}
+	return recs, nil
+}
+
+func writeUpstreamRecords(path string, recs map[string]*upstreamRecord) error {
+	if len(recs) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	b, err := json.MarshalIndent(recs, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeConfigFile(path, append(b, '\n'))
+}
+
+// mergeUpstreamRecord adds what one install wrote to the record; what an earlier install
+// recorded for the same table keeps its Created and Blank.
+func mergeUpstreamRecord(path, cfgPath string, add upstreamRecord) error {
+	recs, err := readUpstreamRecords(path)
+	if err != nil {
+		return err
+	}
+	rec := recs[cfgPath]
+	if rec == nil {
+		rec = &upstreamRecord{CreatedFile: add.CreatedFile, Tables: map[string]*upstreamTable{}}
+		recs[cfgPath] = rec
+	}
+	for agent, t := range add.Tables {
+		if old := rec.Tables[agent]; old != nil {
+			maps.Copy(old.Keys, t.Keys)
+			continue
+		}
+		rec.Tables[agent] = t
+	}
+	return writeUpstreamRecords(path, recs)
+}
+
+// unchainUpstreams is chainUpstreams' inverse for uninstall: for each agent it removes from
+// config.toml the [upstream.agents.<agent>] keys install recorded, each only while it still
+// holds the URL install wrote (a key changed since is kept, and reported), and the table
+// header (and file) install created once nothing else is left in it.
+func unchainUpstreams(w io.Writer, agents []string, cfgPath, recordPath string, dryRun bool) error {
+	recs, err := readUpstreamRecords(recordPath)
+	if err != nil {
+		return fmt.Errorf("record %s: %v\nthe [upstream.agents] keys install wrote to %s stay: remove them by hand", recordPath, err, cfgPath)
+	}
+	rec := recs[cfgPath]
+	if rec == nil {
+		return nil
+	}
+	old, err := readConfigText(cfgPath)
+	if err != nil {
+		return fmt.Errorf("config %s: %v", cfgPath, err)
+	}
+	var f fileConfig
+	if old != nil {
+		if err := decodeFile(cfgPath, old, &f); err != nil {
+			return fmt.Errorf("%w\nthe [upstream.agents] keys install wrote there stay: fix the file, then run uninstall again", err)
+		}
+	}
+	text := old
+	var done []string
+	for _, agent := range agents {
+		t := rec.Tables[agent]
+		if t == nil {
+			continue
+		}
+		section := "upstream.agents." + agent
+		current := f.agentUpstreams(agent).byFamily()
+		var names []string
+		for _, fam := range slices.Sorted(maps.Keys(t.Keys)) {
+			k := agentUpstreamKey(agent, fam)
+			switch p := current[fam]; {
+			case p == nil:
+			case strings.TrimRight(*p, "/") == t.Keys[fam]:
+				names = append(names, fam)
+				done = append(done, fmt.Sprintf("%s: %s the upstream install chained: %s = %s", agent, map[bool]string{true: "would remove", false: "removed"}[dryRun], k, tomlString(t.Keys[fam])))
+			default:
+				fmt.Fprintf(w, "%s: kept %s = %q in %s: changed since install wrote %q\n", agent, k, *p, cfgPath, t.Keys[fam])
+			}
+		}
+		if len(names) > 0 && text != nil {
+			next, err := removeConfigKeys(text, section, names, t.Created, t.Blank, t.EOL)
+			if err != nil {
+				return fmt.Errorf("config %s: %v", cfgPath, err)
+			}
+			text = next
+		}
+		delete(rec.Tables, agent)
+	}
+	for _, l := range done {
+		fmt.Fprintln(w, l)
+	}
+	if dryRun {
+		return nil
+	}
+	switch {
+	case old == nil || bytes.Equal(text, old):
+	case len(text) == 0 && rec.CreatedFile:
+		err = os.Remove(cfgPath)
+	default:
+		err = writeConfigFile(cfgPath, text)
+	}
+	if err != nil {
+		return fmt.Errorf("config %s: %v", cfgPath, err)
+	}
+	if len(rec.Tables) == 0 {
+		delete(recs, cfgPath)
+	}
+	if err := writeUpstreamRecords(recordPath, recs); err != nil {
+		return fmt.Errorf("record %s: %v", recordPath, err)
+	}
 	return nil
 }
 

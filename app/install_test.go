@@ -74,7 +74,7 @@ func TestInstallDryRunWritesNothing(t *testing.T) {
 		"  would write " + filepath.Join(sys.home, ".claude", "settings.json") + "\n",
 		"codex: ", "opencode: ", "not installed",
 		"+++ ", "+    \"ANTHROPIC_BASE_URL\": \"http://127.0.0.1:",
-		`claude-code: chained to its previous base URL: [upstream] anthropic = "https://gw.example/anthropic"`,
+		`claude-code: chained to its previous base URL: [upstream.agents.claude-code] anthropic = "https://gw.example/anthropic"`,
 		"would write those keys to " + filepath.Join(sys.configDir, "smarter-compact", "config.toml"),
 		"service: would register the login service (smarter-compact service install)\n",
 		"dry run: nothing written\n",
@@ -115,8 +115,8 @@ func TestInstallUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("config.toml after install: %v", err)
 	}
-	if cfg.Proxy.Upstreams["anthropic"] != "https://gw.example/anthropic" {
-		t.Errorf("[upstream] anthropic = %q, want the chained gateway", cfg.Proxy.Upstreams["anthropic"])
+	if got := cfg.Proxy.AgentUpstreams["claude-code"]["anthropic"]; got != "https://gw.example/anthropic" || cfg.Proxy.Upstreams["anthropic"] != "https://api.anthropic.com" {
+		t.Errorf("[upstream.agents.claude-code] anthropic = %q, [upstream] anthropic = %q: want the chained gateway for Claude Code only", got, cfg.Proxy.Upstreams["anthropic"])
 	}
 	if fi, err := os.Stat(config); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("config.toml: %v, mode %v", err, fi.Mode())
@@ -209,25 +209,27 @@ func TestInstallErrors(t *testing.T) {
 
 func TestChainUpstreams(t *testing.T) {
 	t.Parallel()
-	config := writeConfig(t, "# mine\n[upstream]\nopenai = \"https://mine.example/v1\"\n")
+	config := writeConfig(t, "# mine\n[upstream]\nopenai = \"https://mine.example/v1\"\n\n[upstream.agents.opencode]\nopenai = \"https://mine.example/v1\"\n")
 	rep := installer.Report{Agents: []installer.AgentReport{
 		{Agent: "claude-code", Upstreams: map[string]string{"anthropic": "https://gw.example/anthropic/"}},
 		{Agent: "opencode", Upstreams: map[string]string{"openai": "https://other.example/v1", "anthropic": "https://gw.example/anthropic"}},
-		{Agent: "codex", Upstreams: map[string]string{"codex": "http://localhost:4100/codex"}},
+		{Agent: "codex", Upstreams: map[string]string{"codex": "http://localhost:4100/codex", "openai": "https://mine.example/v1/"}},
 		{Agent: "failed", Err: errors.New("x"), Upstreams: map[string]string{"codex": "https://never.example"}},
 		{Agent: "odd", Upstreams: map[string]string{"gemini": "https://g.example", "openai": "ftp://x"}},
 	}}
 	var out strings.Builder
-	if err := chainUpstreams(&out, rep, config, 4100, false, env{}.get); err != nil {
+	if err := chainUpstreams(&out, rep, config, 4100, false, ""); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(config)
-	if want := "# mine\n[upstream]\nopenai = \"https://mine.example/v1\"\nanthropic = \"https://gw.example/anthropic\"\n"; string(got) != want {
+	if want := "# mine\n[upstream]\nopenai = \"https://mine.example/v1\"\n\n[upstream.agents.opencode]\nopenai = \"https://mine.example/v1\"\n" +
+		"anthropic = \"https://gw.example/anthropic\"\n\n[upstream.agents.claude-code]\nanthropic = \"https://gw.example/anthropic\"\n"; string(got) != want {
 		t.Errorf("config.toml:\n%s\nwant\n%s", got, want)
 	}
 	for _, want := range []string{
-		`claude-code: chained to its previous base URL: [upstream] anthropic = "https://gw.example/anthropic"`,
-		`opencode: pointed at https://other.example/v1 before; [upstream] openai keeps "https://mine.example/v1"`,
+		`claude-code: chained to its previous base URL: [upstream.agents.claude-code] anthropic = "https://gw.example/anthropic"`,
+		`opencode: chained to its previous base URL: [upstream.agents.opencode] anthropic = "https://gw.example/anthropic"`,
+		`opencode: pointed at https://other.example/v1 before; [upstream.agents.opencode] openai keeps "https://mine.example/v1"`,
 		"codex: its previous base URL http://localhost:4100/codex is this proxy: not chained",
 		"odd: its previous gemini base URL https://g.example has no [upstream] key",
 		`odd: its previous base URL "ftp://x" is not an http(s) URL`,
@@ -236,7 +238,8 @@ func TestChainUpstreams(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	if strings.Contains(out.String(), "never.example") || strings.Count(out.String(), "chained to") != 1 {
+	// codex's openai URL is [upstream] openai already: no key for it
+	if strings.Contains(out.String(), "never.example") || strings.Count(out.String(), "chained to") != 2 {
 		t.Errorf("output:\n%s", out.String())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,7 +102,8 @@ func serve(ctx context.Context, args []string, sys system) error {
 		"store", root.Dir(), "config", configName, "agents", toggles.String(),
 		"upstream_anthropic", upstreamHost(cfg.Proxy.Upstreams["anthropic"]),
 		"upstream_openai", upstreamHost(cfg.Proxy.Upstreams["openai"]),
-		"upstream_codex", upstreamHost(cfg.Proxy.Upstreams["codex"]))
+		"upstream_codex", upstreamHost(cfg.Proxy.Upstreams["codex"]),
+		"upstream_agents", agentUpstreamsLog(cfg.Proxy.AgentUpstreams))
 	var wg sync.WaitGroup
 	defer wg.Wait() // before root.Close
 	bg, stopBG := context.WithCancel(ctx)
@@ -167,6 +169,23 @@ func sweep(root *store.Root, ttlDays int, log *slog.Logger) {
 		log.Info("retention sweep", "ttl_days", ttlDays, "sessions_deleted", len(rep.SessionsDeleted),
 			"blobs_deleted", rep.BlobsDeleted, "blob_pass_skipped", rep.BlobPassSkipped)
 	}
+}
+
+// agentUpstreamsLog is the per-agent upstreams for the startup line, compactly:
+// "claude-code.anthropic=https://gw.example/anthropic opencode.openai=…", or "none".
+func agentUpstreamsLog(m map[string]map[string]string) string {
+	var parts []string
+	for _, agent := range configuredAgents {
+		for _, fam := range upstreamFamilies {
+			if u := m[agent][fam]; u != "" {
+				parts = append(parts, agent+"."+fam+"="+upstreamHost(u))
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
 }
 
 // upstreamHost is an upstream URL without user info or query: enough to see where traffic

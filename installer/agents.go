@@ -283,3 +283,67 @@ func shellQuote(exe string) string {
 func notInstalled(agent string, looked ...string) error {
 	return fmt.Errorf("%s: %w (looked for %s)", agent, ErrNotInstalled, strings.Join(looked, ", "))
 }
+
+// isOurRoute reports whether raw is a loopback URL whose path is route or under it (any
+// port: an earlier install may have used another). Tier 3 of uninstall removes only such
+// values, which nothing but this proxy serves.
+func isOurRoute(raw, route string) bool {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	switch strings.ToLower(u.Hostname()) {
+	case "127.0.0.1", "localhost", "::1":
+	default:
+		if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
+			return false
+		}
+	}
+	p := strings.TrimRight(u.Path, "/")
+	return p == route || strings.HasPrefix(p, route+"/")
+}
+
+// unwireJSON removes the value at the pointer made of keys, together with each parent it
+// leaves empty (not the document itself), and prepends to ops the removal of the outermost
+// value removed: Old nil, New that value as it was. An absent value is no op.
+func unwireJSON(doc *JSONDoc, ops *[]Op, keys ...string) error {
+	if _, ok := doc.Get(pointer(keys...)); !ok {
+		return nil
+	}
+	top := len(keys)
+	for top > 1 {
+		raw, _ := doc.Get(pointer(keys[:top-1]...))
+		if !singleChild(raw) {
+			break
+		}
+		top--
+	}
+	p := pointer(keys[:top]...)
+	val, _ := doc.Get(p)
+	if _, err := doc.Remove(p); err != nil {
+		return err
+	}
+	*ops = append([]Op{{Format: "json", Path: p, New: val}}, *ops...)
+	return nil
+}
+
+// singleChild reports whether raw is an object with one member or an array with one
+// element.
+func singleChild(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) == nil {
+		return len(m) == 1
+	}
+	var a []json.RawMessage
+	return json.Unmarshal(raw, &a) == nil && len(a) == 1
+}
+
+// unwireFile is the removal of a file only we write, when it holds marker.
+func unwireFile(path, marker string) (FileEdit, bool, error) {
+	cur, err := readCurrent(path)
+	if err != nil || cur.before == nil || !bytes.Contains(cur.before, []byte(marker)) {
+		return FileEdit{}, false, err
+	}
+	op := Op{Format: "file", New: jsonString(string(cur.before))}
+	return FileEdit{Path: path, Before: cur.before, Mode: cur.mode, Ops: []Op{op}}, true, nil
+}

@@ -52,6 +52,8 @@ func testAgent(name string) Agent {
 //	upstream: <family> <url>     AgentPlan.Upstreams, exactly (none: no upstreams)
 //	note: <text>                 some note contains text
 //	no-uninstall                 skip the uninstall step
+//	gone: <path>                 that file is absent after uninstall (one of ours found
+//	                             without an install record)
 //
 // Sections, named by path relative to the home directory:
 //
@@ -85,6 +87,7 @@ type golden struct {
 	upstreams map[string]string
 	notes     []string
 	noUninst  bool
+	gone      []string          // paths absent after uninstall
 	before    map[string][]byte // path -> bytes; nil bytes: a directory
 	install   map[string][]byte
 	edit      map[string][]byte
@@ -126,6 +129,8 @@ func readGolden(t *testing.T, file string) *golden {
 			g.notes = append(g.notes, val)
 		case "no-uninstall":
 			g.noUninst = true
+		case "gone":
+			g.gone = append(g.gone, val)
 		}
 	}
 	if g.agent == "" {
@@ -239,7 +244,11 @@ func runGolden(t *testing.T, file string) {
 	if *update {
 		g.setStage("uninstall", beforeTree, got)
 	} else {
-		compareTree(t, "after uninstall", got, overlay(beforeTree, g.uninstall))
+		want := overlay(beforeTree, g.uninstall)
+		for _, p := range g.gone {
+			delete(want, p)
+		}
+		compareTree(t, "after uninstall", got, want)
 	}
 	g.save(t, file)
 }
@@ -528,7 +537,7 @@ func TestNotInstalled(t *testing.T) {
 	}
 }
 
-// TestConfigDirs: CODEX_HOME, OPENCODE_CONFIG_DIR and XDG_CONFIG_HOME move the files.
+// TestConfigDirs: CODEX_HOME and XDG_CONFIG_HOME move the files; OPENCODE_CONFIG_DIR does not.
 func TestConfigDirs(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
@@ -550,8 +559,9 @@ func TestConfigDirs(t *testing.T) {
 	oc = filepath.Join("/srv/xdg", "opencode")
 	check(Codex{}, filepath.Join("/srv/codex", "config.toml"))
 	check(OpenCode{}, filepath.Join(oc, "opencode.jsonc"), filepath.Join(oc, "opencode.json"), filepath.Join(oc, "config.json"), filepath.Join(oc, "plugin", "smarter-compact.js"))
+	// OPENCODE_CONFIG_DIR is an extra directory for OpenCode, not its config dir: the
+	// files stay in the global one
 	vars["OPENCODE_CONFIG_DIR"] = "/srv/oc"
-	oc = "/srv/oc"
 	check(OpenCode{}, filepath.Join(oc, "opencode.jsonc"), filepath.Join(oc, "opencode.json"), filepath.Join(oc, "config.json"), filepath.Join(oc, "plugin", "smarter-compact.js"))
 }
 
@@ -658,8 +668,8 @@ func TestOpenCodePluginRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := Env{Home: dir, ConfigDir: dir, Port: testPort, Exe: exe, Getenv: func(k string) string {
-		if k == "OPENCODE_CONFIG_DIR" {
-			return ocDir
+		if k == "XDG_CONFIG_HOME" {
+			return dir
 		}
 		return ""
 	}}

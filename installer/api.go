@@ -111,7 +111,7 @@ type AgentReport struct {
 	Diff      string            // unified diff of every file (always filled; printed by --dry-run)
 	Upstreams map[string]string // chained upstreams found (install)
 	Notes     []string
-	Tier      int // uninstall: 1 inverse diff, 2 snapshot restore, 0 nothing to do
+	Tier      int // uninstall: 1 inverse diff, 2 snapshot restore, 3 our wiring found by marker (no record), 0 nothing to do
 }
 
 // The functions below are the rest of the contract; each file named implements them.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -226,4 +227,80 @@ func isOurHook(entry json.RawMessage, sub string) bool {
 	}
 	exe, ok := strings.CutSuffix(cmds[0], " hook "+sub)
 	return ok && strings.Contains(strings.ToLower(exe), "smarter-compact")
+}
+
+// Unwire removes what is recognizably ours without an install record (tier 3 of
+// uninstall, Unwirer): env.ANTHROPIC_BASE_URL when it is a loopback URL of our
+// /claude-code route, the hook entries that run `<smarter-compact> hook session-start` or
+// `… hook prompt-submit`, mcpServers.smarter-compact in ~/.claude.json, and the slash
+// command file when it holds our marker. Containers left empty go too.
+func (a ClaudeCode) Unwire(env Env) (*AgentPlan, error) {
+	plan := &AgentPlan{Agent: a.Name()}
+	settings, err := readCurrent(claudeSettingsPath(env))
+	if err != nil {
+		return nil, err
+	}
+	if settings.before != nil {
+		doc, err := parseJSONFile(settings)
+		if err != nil {
+			return nil, err
+		}
+		var ops []Op
+		if old, ok := getString(doc, "env", "ANTHROPIC_BASE_URL"); ok && isOurRoute(old, "/claude-code") {
+			if err := unwireJSON(doc, &ops, "env", "ANTHROPIC_BASE_URL"); err != nil {
+				return nil, fmt.Errorf("%s: %w", settings.path, err)
+			}
+			plan.Notes = append(plan.Notes, fmt.Sprintf("Claude Code: removed env.ANTHROPIC_BASE_URL (%s) from %s: Claude Code talks to its default API again", old, settings.path))
+		}
+		for _, h := range claudeHooks {
+			raw, ok := doc.Get(pointer("hooks", h.event))
+			if !ok {
+				continue
+			}
+			var list []json.RawMessage
+			if json.Unmarshal(raw, &list) != nil {
+				continue
+			}
+			ours := shellQuote(env.Exe) + " hook " + h.sub
+			for i := len(list) - 1; i >= 0; i-- {
+				if !isOurHook(list[i], h.sub) && !(env.Exe != "" && slices.Equal(hookCommands(list[i]), []string{ours})) {
+					continue
+				}
+				if err := unwireJSON(doc, &ops, "hooks", h.event, strconv.Itoa(i)); err != nil {
+					return nil, fmt.Errorf("%s: %w", settings.path, err)
+				}
+				plan.Notes = append(plan.Notes, fmt.Sprintf("Claude Code: removed the %s hook running `%s` from %s", h.event, strings.Join(hookCommands(list[i]), " "), settings.path))
+			}
+		}
+		if len(ops) > 0 {
+			plan.Files = append(plan.Files, settings.edit(doc.Bytes(), ops))
+		}
+	}
+
+	state, err := readCurrent(claudeStatePath(env))
+	if err != nil {
+		return nil, err
+	}
+	if state.before != nil {
+		doc, err := parseJSONFile(state)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := doc.Get(pointer("mcpServers", mcpServerName)); ok {
+			var ops []Op
+			if err := unwireJSON(doc, &ops, "mcpServers", mcpServerName); err != nil {
+				return nil, fmt.Errorf("%s: %w", state.path, err)
+			}
+			plan.Files = append(plan.Files, state.edit(doc.Bytes(), ops))
+			plan.Notes = append(plan.Notes, fmt.Sprintf("Claude Code: removed the MCP server mcpServers.%s from %s", mcpServerName, state.path))
+		}
+	}
+
+	if fe, ok, err := unwireFile(claudeCommandPath(env), "smarter-compact:command"); err != nil {
+		return nil, err
+	} else if ok {
+		plan.Files = append(plan.Files, fe)
+		plan.Notes = append(plan.Notes, "Claude Code: removed the /smarter-compact command file "+fe.Path)
+	}
+	return plan, nil
 }

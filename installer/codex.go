@@ -184,3 +184,43 @@ func sameTable(got, want string) bool {
 	}
 	return norm(got) == norm(want)
 }
+
+// Unwire removes what is recognizably ours without an install record (tier 3 of
+// uninstall, Unwirer): model_provider when it is "smarter-compact" (what it was before is
+// unknown, so the key goes and a note says so), and the [model_providers.smarter-compact]
+// and [mcp_servers.smarter-compact] tables.
+func (a Codex) Unwire(env Env) (*AgentPlan, error) {
+	plan := &AgentPlan{Agent: a.Name()}
+	cur, err := readCurrent(codexConfigPath(env))
+	if err != nil || cur.before == nil {
+		return plan, err
+	}
+	doc, err := ParseTOMLDoc(cur.before)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cur.path, err)
+	}
+	var ops []Op
+	if raw, ok := doc.Key("model_provider"); ok && sameValue(raw, jsonString(codexProvider)) {
+		if _, err := doc.RemoveKey("model_provider"); err != nil {
+			return nil, fmt.Errorf("%s: %w", cur.path, err)
+		}
+		ops = append([]Op{{Format: "toml", Path: "model_provider", New: raw}}, ops...)
+		plan.Notes = append(plan.Notes, fmt.Sprintf(
+			"Codex: removed model_provider = %q from %s; the provider it replaced is unknown, so Codex falls back to its default (openai): to use another, set model_provider = \"<id>\" at the top of that file", codexProvider, cur.path))
+	}
+	for _, header := range []string{"[model_providers." + codexProvider + "]", "[mcp_servers." + mcpServerName + "]"} {
+		text, ok := doc.Table(header)
+		if !ok {
+			continue
+		}
+		if _, err := doc.RemoveTable(header); err != nil {
+			return nil, fmt.Errorf("%s: %w", cur.path, err)
+		}
+		ops = append([]Op{{Format: "toml", Path: header, New: jsonString(text)}}, ops...)
+		plan.Notes = append(plan.Notes, fmt.Sprintf("Codex: removed the table %s from %s", header, cur.path))
+	}
+	if len(ops) > 0 {
+		plan.Files = []FileEdit{cur.edit(doc.Bytes(), ops)}
+	}
+	return plan, nil
+}

@@ -1,7 +1,7 @@
 package installer
 
-// Install and Uninstall: the install diff, the snapshots and the two tiers of undo (seed 004,
-// InstallDiff; DESIGN.md §8). Files on disk under StateDir:
+// Install and Uninstall: the install diff, the snapshots and the three tiers of undo (seed
+// 004, InstallDiff; DESIGN.md §8). Files on disk under StateDir:
 //
 //	<agent>.json            the InstallDiff
 //	<agent>/<n>.snapshot    each file as it was before the first install
@@ -60,7 +60,10 @@ func indexPath(env Env, agent string) string {
 // second install keeps the first snapshot and the first Old values) and the InstallDiff. An
 // agent that is not installed is skipped; one whose plan fails (a file that does not parse)
 // gets Err and nothing of it is written. A second install with nothing to change writes
-// nothing. dryRun fills Files and Diff and writes nothing at all.
+// nothing, except when there is no record and the files already hold our wiring (the state
+// directory was lost): then it writes a record whose ops remove that wiring (Old unknown, so
+// absent) and no snapshot of the wired files. dryRun fills Files and Diff and writes nothing
+// at all.
 func Install(env Env, agents []Agent, dryRun bool) Report {
 	var r Report
 	for _, a := range agents {
@@ -96,6 +99,13 @@ func install(env Env, a Agent, dryRun bool) AgentReport {
 		return rep
 	}
 	oldIndex := snapshotIndex{Files: slices.Clone(index.Files)}
+	// No record, yet the files may hold our wiring (the state directory was lost): what is
+	// ours gets recorded, so that uninstall has tier 1 rather than nothing.
+	var adopted map[string][]Op
+	if prev == nil {
+		adopted = adoptWiring(env, a)
+	}
+	recorded := false // a file recorded that install does not write
 	diff := InstallDiff{Version: diffVersion, Agent: name, InstalledAt: installTime(env).UTC().Format(time.RFC3339)}
 	if prev != nil {
 		diff = *prev
@@ -121,7 +131,13 @@ func install(env Env, a Agent, dryRun bool) AgentReport {
 	var snapshotBytes [][]byte
 	next := nextSnapshot(index)
 	for _, fe := range plan.Files {
+		ours := adopted[fe.Path]
 		if bytes.Equal(fe.Before, fe.After) && (fe.Before == nil) == (fe.After == nil) {
+			if len(ours) > 0 && !slices.ContainsFunc(diff.Files, func(df DiffFile) bool { return df.Path == fe.Path }) {
+				// No snapshot: a copy of the wired file would only put our wiring back.
+				diff.Files = append(diff.Files, DiffFile{Path: fe.Path, Existed: true, Ops: slices.Clone(ours)})
+				recorded = true
+			}
 			continue
 		}
 		rep.Files = append(rep.Files, fe.Path)
@@ -132,6 +148,10 @@ func install(env Env, a Agent, dryRun bool) AgentReport {
 		}
 		writes = append(writes, write{fe.Path, fe.Before, fe.After, mode})
 		ops := keptOps(fe.Ops)
+		if len(ours) > 0 {
+			// Our values already there have no Old worth restoring: the ops remove them.
+			ops = mergeOps(ours, ops)
+		}
 		if i := slices.IndexFunc(diff.Files, func(df DiffFile) bool { return df.Path == fe.Path }); i >= 0 {
 			df := &diff.Files[i]
 			df.Ops = mergeOps(df.Ops, ops)
@@ -152,6 +172,10 @@ func install(env Env, a Agent, dryRun bool) AgentReport {
 			if e.Snapshot != "" {
 				df.Snapshot = filepath.Join(snapshotDir(env, name), e.Snapshot)
 			}
+		} else if len(ours) > 0 {
+			// The file holds our wiring from an install whose record was lost: no snapshot
+			// (it would only put that wiring back) and no hash, so uninstall undoes the ops.
+			df.Existed, df.AfterSHA256 = true, ""
 		} else {
 			e := snapshotEntry{Path: fe.Path, Existed: fe.Before != nil}
 			if fe.Before != nil {
@@ -165,7 +189,10 @@ func install(env Env, a Agent, dryRun bool) AgentReport {
 		}
 		diff.Files = append(diff.Files, df)
 	}
-	if len(writes) == 0 {
+	if len(adopted) > 0 {
+		rep.Notes = append(rep.Notes, "no install record in "+env.StateDir+", but the agent's files already hold smarter-compact's wiring: recorded it, so that uninstall removes it")
+	}
+	if len(writes) == 0 && !recorded {
 		if prev != nil {
 			rep.Notes = append(rep.Notes, "already installed: nothing to change")
 		} else {
@@ -245,7 +272,9 @@ func writeState(dir string, snapshots []snapshotEntry, snapshotBytes [][]byte, i
 // removed when install created it); a file edited since gets the inverse of each op, last
 // first, only where the value is still the one we set, so the user's later edits stay.
 // Tier 2, when the diff is missing or unreadable, puts back every snapshot the agent's files
-// have and says in Notes and Diff what that overwrites. Afterwards the diff and snapshots are
+// have and says in Notes and Diff what that overwrites. Tier 3, when there is neither a diff
+// nor a snapshot (the state directory was lost) and the agent is an Unwirer, removes what is
+// recognizably ours, saying in Notes what went. Afterwards the diff and snapshots are
 // deleted. Nothing here needs the service. dryRun reports and writes nothing.
 func Uninstall(env Env, agents []Agent, dryRun bool) Report {
 	var r Report
@@ -279,14 +308,19 @@ func uninstall(env Env, a Agent, dryRun bool) AgentReport {
 		var index snapshotIndex
 		index, err = readIndex(env, name)
 		if err == nil && len(index.Files) == 0 {
-			if derr != nil {
-				rep.Err = fmt.Errorf("%v, and there are no snapshots: check the agent's files by hand", derr)
-			} else {
-				rep.Skipped = "nothing to undo: no install record in " + env.StateDir
+			// Tier 3: nothing recorded, so remove what is recognizably ours.
+			if u, ok := a.(Unwirer); ok {
+				changes, err = unwire(env, u, derr, &rep)
 			}
-			return rep
-		}
-		if err == nil {
+			if err == nil && len(changes) == 0 {
+				if derr != nil {
+					rep.Err = fmt.Errorf("%v, and there are no snapshots: check the agent's files by hand", derr)
+				} else {
+					rep.Skipped = "nothing to undo: no install record in " + env.StateDir + ", and nothing of ours in the agent's files"
+				}
+				return rep
+			}
+		} else if err == nil {
 			rep.Tier = 2
 			if derr != nil {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%v: restoring the snapshots instead", derr))
@@ -302,7 +336,7 @@ func uninstall(env Env, a Agent, dryRun bool) AgentReport {
 	}
 	for _, c := range changes {
 		rep.Files = append(rep.Files, c.path)
-		if rep.Tier == 1 { // tier 2 showed its diffs already, with what they overwrite
+		if rep.Tier != 2 { // tier 2 showed its diffs already, with what they overwrite
 			rep.Diff += unifiedDiff(c.path, c.before, c.after)
 		}
 	}
@@ -332,6 +366,87 @@ func uninstall(env Env, a Agent, dryRun bool) AgentReport {
 		rep.Err = fmt.Errorf("remove the snapshots: %w", err)
 	}
 	return rep
+}
+
+// Unwirer is implemented by an Agent that can find its wiring without an install record
+// (an optional part of the Agent contract in api.go; the engine type-asserts it).
+//
+// Unwire reads the agent's files and returns the edits that remove what is recognizably
+// ours, by marker: our proxy routes, our hooks, our MCP server entry, the files we write.
+// It writes nothing. In each FileEdit, After nil means the file goes (a file only we
+// write); Ops name each value removed with Old nil (what was there before install is
+// unknown) and New the value found, in the reverse order of removal, so that tier 1 of
+// uninstall replays them; After may also drop containers the removals left empty. Notes
+// say what goes and what cannot come back. An agent that is not on this machine returns
+// ErrNotInstalled or a plan without files.
+//
+// Uninstall uses it as tier 3, when an agent has neither an install record nor snapshots
+// (the state directory was lost); Install uses it to write a fresh record when it finds
+// our wiring already in the files and no record.
+type Unwirer interface {
+	Unwire(env Env) (*AgentPlan, error)
+}
+
+// adoptWiring returns, per file, the ops that remove the wiring of ours the agent's files
+// already hold (none when the agent cannot tell, or the files do not parse: Plan says so).
+func adoptWiring(env Env, a Agent) map[string][]Op {
+	u, ok := a.(Unwirer)
+	if !ok {
+		return nil
+	}
+	plan, err := u.Unwire(env)
+	if err != nil || plan == nil {
+		return nil
+	}
+	var out map[string][]Op
+	for _, fe := range plan.Files {
+		if len(fe.Ops) == 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string][]Op{}
+		}
+		out[fe.Path] = fe.Ops
+	}
+	return out
+}
+
+// unwire is tier 3: the changes Unwire plans, with their diffs and notes in rep (nil when
+// nothing of ours is left).
+func unwire(env Env, u Unwirer, derr error, rep *AgentReport) ([]fileChange, error) {
+	plan, err := u.Unwire(env)
+	if errors.Is(err, ErrNotInstalled) {
+		return nil, nil
+	}
+	if err != nil {
+		var pe *parseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%w; fix the file, then run uninstall again (nothing was changed)", err)
+		}
+		return nil, fmt.Errorf("%w (nothing was changed)", err)
+	}
+	var changes []fileChange
+	for _, fe := range plan.Files {
+		if fe.Before == nil || bytes.Equal(fe.Before, fe.After) {
+			continue
+		}
+		mode := fe.Mode
+		if mode == 0 {
+			mode = fileMode(fe.Path, 0o600)
+		}
+		changes = append(changes, fileChange{fe.Path, fe.Before, fe.After, mode})
+	}
+	if len(changes) == 0 {
+		return nil, nil
+	}
+	rep.Tier = 3
+	why := "no install record in " + env.StateDir
+	if derr != nil {
+		why = derr.Error()
+	}
+	rep.Notes = append(rep.Notes, why+" and no snapshots: removing what is recognizably smarter-compact's (the values it replaced cannot come back)")
+	rep.Notes = append(rep.Notes, plan.Notes...)
+	return changes, nil
 }
 
 // undoDiff is tier 1: what each file of the diff becomes.
@@ -615,7 +730,8 @@ func keptOps(ops []Op) []Op {
 
 // mergeOps folds the ops of a later install into the recorded ones: an op on a path already
 // recorded keeps the recorded Old (the value from before the first install) and takes the
-// new New; a JSON op inside a recorded value updates that value; others are added.
+// new New; a JSON op inside a recorded value updates that value (the deepest one, when
+// recorded values nest); others are added.
 func mergeOps(prev, next []Op) []Op {
 	out := slices.Clone(prev)
 	for _, op := range next {
@@ -624,7 +740,12 @@ func mergeOps(prev, next []Op) []Op {
 			continue
 		}
 		if op.Format == "json" {
-			i := slices.IndexFunc(out, func(o Op) bool { return o.Format == "json" && strings.HasPrefix(op.Path, o.Path+"/") })
+			i := -1 // the deepest recorded value holding op's path
+			for j, o := range out {
+				if o.Format == "json" && strings.HasPrefix(op.Path, o.Path+"/") && (i < 0 || len(o.Path) > len(out[i].Path)) {
+					i = j
+				}
+			}
 			if i >= 0 {
 				if doc, err := ParseJSONDoc(out[i].New); err == nil {
 					if _, err := doc.Set(strings.TrimPrefix(op.Path, out[i].Path), op.New); err == nil {

@@ -39,13 +39,13 @@ const pluginMarker = "smarter-compact OpenCode plugin"
 // route /opencode/<family>/v1 and the upstream key).
 var openCodeRouted = []string{"anthropic", "openai"}
 
-// openCodeDir is OpenCode's config directory: $OPENCODE_CONFIG_DIR, else
-// $XDG_CONFIG_HOME/opencode, else ~/.config/opencode. OpenCode uses the XDG layout on every
-// OS (also macOS and Windows), so Env.ConfigDir does not apply.
+// openCodeDir is OpenCode's global config directory: $XDG_CONFIG_HOME/opencode, else
+// ~/.config/opencode. OpenCode uses the XDG layout on every OS (also macOS and Windows), so
+// Env.ConfigDir does not apply. $OPENCODE_CONFIG_DIR is not it: OpenCode reads that
+// directory in addition (agents, commands, plugins), and a config file there has not
+// always been loaded (anomalyco/opencode#4399), so writing there could leave OpenCode
+// unrouted while we report it wired; Plan says so in a note.
 func openCodeDir(env Env) string {
-	if d := getenv(env, "OPENCODE_CONFIG_DIR"); d != "" {
-		return d
-	}
 	if x := getenv(env, "XDG_CONFIG_HOME"); x != "" {
 		return filepath.Join(x, "opencode")
 	}
@@ -85,7 +85,7 @@ func (OpenCode) Files(env Env) []string {
 func (a OpenCode) Plan(env Env) (*AgentPlan, error) {
 	dir := openCodeDir(env)
 	if !isDir(dir) {
-		return nil, notInstalled(a.Name(), dir+" (OPENCODE_CONFIG_DIR, else $XDG_CONFIG_HOME/opencode, else ~/.config/opencode)")
+		return nil, notInstalled(a.Name(), dir+" ($XDG_CONFIG_HOME/opencode, else ~/.config/opencode)")
 	}
 	plan := &AgentPlan{Agent: a.Name()}
 	conf, err := a.planConfig(env, openCodeConfigPath(dir), plan)
@@ -98,6 +98,9 @@ func (a OpenCode) Plan(env Env) (*AgentPlan, error) {
 	}
 	plan.Files = []FileEdit{conf, plugin}
 	plan.Notes = append(plan.Notes, "OpenCode: a ChatGPT login (OAuth) for OpenAI ignores baseURL and talks to chatgpt.com directly: those requests cannot be routed through the proxy and are not trimmed (API-key providers are)")
+	if d := getenv(env, "OPENCODE_CONFIG_DIR"); d != "" {
+		plan.Notes = append(plan.Notes, "OPENCODE_CONFIG_DIR="+d+" is an extra directory OpenCode reads agents, commands and plugins from; the wiring goes in the global config "+dir+", which OpenCode always reads (a config there overrides ours only if it sets the same provider baseURL)")
+	}
 	return plan, nil
 }
 
@@ -194,4 +197,64 @@ func (a OpenCode) planPlugin(env Env, path string) (FileEdit, error) {
 		op.Old = jsonString(string(cur.before))
 	}
 	return cur.edit(want, []Op{op}), nil
+}
+
+// Unwire removes what is recognizably ours without an install record (tier 3 of
+// uninstall, Unwirer), in every config file OpenCode reads from its directory: each
+// provider's options.baseURL that is a loopback URL of our /opencode/ routes (the provider
+// talks to its default endpoint again), mcp.smarter-compact, and the plugin file when it
+// holds our marker. Containers left empty go too.
+func (a OpenCode) Unwire(env Env) (*AgentPlan, error) {
+	dir := openCodeDir(env)
+	plan := &AgentPlan{Agent: a.Name()}
+	for _, n := range openCodeConfigNames {
+		cur, err := readCurrent(filepath.Join(dir, n))
+		if err != nil {
+			return nil, err
+		}
+		if cur.before == nil {
+			continue
+		}
+		doc, err := parseJSONFile(cur)
+		if err != nil {
+			return nil, err
+		}
+		var ops []Op
+		var ids []string
+		if raw, ok := doc.Get("/provider"); ok {
+			var providers map[string]json.RawMessage
+			if json.Unmarshal(raw, &providers) == nil {
+				for id := range providers {
+					ids = append(ids, id)
+				}
+			}
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			old, ok := getString(doc, "provider", id, "options", "baseURL")
+			if !ok || !isOurRoute(old, "/opencode") {
+				continue
+			}
+			if err := unwireJSON(doc, &ops, "provider", id, "options", "baseURL"); err != nil {
+				return nil, fmt.Errorf("%s: %w", cur.path, err)
+			}
+			plan.Notes = append(plan.Notes, fmt.Sprintf("OpenCode: removed provider %q's baseURL (%s) from %s: it talks to its default endpoint again", id, old, cur.path))
+		}
+		if _, ok := doc.Get(pointer("mcp", mcpServerName)); ok {
+			if err := unwireJSON(doc, &ops, "mcp", mcpServerName); err != nil {
+				return nil, fmt.Errorf("%s: %w", cur.path, err)
+			}
+			plan.Notes = append(plan.Notes, fmt.Sprintf("OpenCode: removed the MCP server mcp.%s from %s", mcpServerName, cur.path))
+		}
+		if len(ops) > 0 {
+			plan.Files = append(plan.Files, cur.edit(doc.Bytes(), ops))
+		}
+	}
+	if fe, ok, err := unwireFile(openCodePluginPath(dir), pluginMarker); err != nil {
+		return nil, err
+	} else if ok {
+		plan.Files = append(plan.Files, fe)
+		plan.Notes = append(plan.Notes, "OpenCode: removed the plugin file "+fe.Path)
+	}
+	return plan, nil
 }

@@ -127,6 +127,10 @@ func hashExecutable() string {
 // upstream, and the path to append to the upstream base URL.
 type route struct {
 	agent, family, rest string
+	// agentKnown is true when the agent comes from the path prefix or was inferred from the
+	// request's headers; false when it is a route's default ("unknown", or "codex" on an
+	// unprefixed Codex route without Codex's headers). Only then do per-agent upstreams apply.
+	agentKnown bool
 }
 
 // routeFor maps a request path to its route (DESIGN.md §5).
@@ -139,31 +143,50 @@ func routeFor(r *http.Request) (route, bool) {
 		return "", false
 	}
 	if rest, ok := cut("/claude-code"); ok {
-		return route{"claude-code", "anthropic", rest}, true
+		return route{"claude-code", "anthropic", rest, true}, true
 	}
 	if rest, ok := cut("/codex"); ok {
-		return route{"codex", "codex", rest}, true
+		return route{"codex", "codex", rest, true}, true
 	}
 	if rest, ok := cut("/opencode"); ok {
 		provider, tail, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
 		switch provider {
 		case "anthropic":
-			return route{"opencode", "anthropic", "/" + tail}, true
+			return route{"opencode", "anthropic", "/" + tail, true}, true
 		case "openai":
-			return route{"opencode", "openai", "/" + tail}, true
+			return route{"opencode", "openai", "/" + tail, true}, true
 		}
 		return route{}, false
 	}
 	if rest, ok := cut("/backend-api/codex"); ok {
-		return route{inferAgent(r, "codex"), "codex", rest}, true
+		return inferred(r, "codex", "codex", rest), true
 	}
 	if strings.HasPrefix(path, "/v1/messages") {
-		return route{inferAgent(r, "unknown"), "anthropic", path}, true
+		return inferred(r, "unknown", "anthropic", path), true
 	}
 	if strings.HasPrefix(path, "/v1/") {
-		return route{inferAgent(r, "unknown"), "openai", path}, true
+		return inferred(r, "unknown", "openai", path), true
 	}
 	return route{}, false
+}
+
+// inferred is the route of an unprefixed path: the agent inferAgent finds, else def.
+func inferred(r *http.Request, def, family, rest string) route {
+	if a := inferAgent(r, ""); a != "" {
+		return route{a, family, rest, true}
+	}
+	return route{def, family, rest, false}
+}
+
+// upstream returns the base URL for a route: the agent's [upstream.agents.<agent>] override
+// when the route names or infers its agent, else the family's [upstream] key.
+func (p *Proxy) upstream(rt route) string {
+	if rt.agentKnown {
+		if u := p.settings.AgentUpstreams[rt.agent][rt.family]; u != "" {
+			return u
+		}
+	}
+	return p.settings.Upstreams[rt.family]
 }
 
 // inferAgent names the agent of a request on a route without an agent prefix, from what
@@ -216,8 +239,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, "anthropic", http.StatusNotFound, "not_found_error", "smarter-compact: no model API route for "+r.URL.Path)
 		return
 	}
-	base, ok := p.settings.Upstreams[rt.family]
-	if !ok || base == "" {
+	base := p.upstream(rt)
+	if base == "" {
 		writeError(w, rt.family, http.StatusBadGateway, "api_error", "smarter-compact: no upstream configured for "+rt.family)
 		return
 	}
@@ -476,7 +499,9 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	p.log.Warn("smarter-compact: upstream request failed", "host", r.URL.Host, "err", err.Error())
 	rt, _ := r.Context().Value(routeKey{}).(route)
 	msg := fmt.Sprintf("smarter-compact: upstream %s failed: %v", r.URL.Host, err)
-	if rt.family != "" {
+	if rt.agentKnown && p.settings.AgentUpstreams[rt.agent][rt.family] != "" {
+		msg += fmt.Sprintf(" (the %s upstream of %s is [upstream.agents.%s] %s in config.toml)", rt.family, rt.agent, rt.agent, rt.family)
+	} else if rt.family != "" {
 		msg += fmt.Sprintf(" (the %s upstream is [upstream] %s in config.toml or SMARTER_COMPACT_UPSTREAM_%s)",
 			rt.family, rt.family, strings.ToUpper(rt.family))
 	}

@@ -21,6 +21,14 @@ type Settings struct {
 
 	// Upstreams are the base URLs per API family: "anthropic", "openai", "codex".
 	Upstreams map[string]string
+	// AgentUpstreams are per-agent overrides of Upstreams: agent ("claude-code", "codex",
+	// "opencode") to family ("anthropic", "openai", "codex") to base URL, from config.toml's
+	// [upstream.agents.<agent>] tables. When an agent pointed at a gateway before install,
+	// the installer records that URL as the route's upstream, so we chain (DESIGN.md §5);
+	// keeping it per agent stops one agent's gateway from taking another agent's traffic of
+	// the same family. A request uses its agent's override when its route names the agent
+	// or the agent was inferred from the request, else Upstreams[family]. Nil means none.
+	AgentUpstreams map[string]map[string]string
 
 	// ConnectTimeout bounds dialing the upstream; IdleTimeout bounds the wait for response
 	// headers and for each read of the response body.

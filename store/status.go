@@ -48,8 +48,11 @@ type Status struct {
 	Skipped         int              `json:"skipped"`
 	SkippedSessions []SkippedSession `json:"skippedSessions,omitempty"`
 
-	Trims           int               `json:"trims"`
-	TokensSaved     int64             `json:"tokensSaved"` // Σ tokens_before − tokens_after of trims (estimates)
+	Trims       int   `json:"trims"`
+	TokensSaved int64 `json:"tokensSaved"` // Σ tokens_before − tokens_after of trims (estimates)
+	// MessagesDropped is, per session, the largest dropped count of its trims in the
+	// window, summed over sessions. A trim's count includes what earlier cuts of the same
+	// conversation dropped, so a sum over trims would count a message once per later trim.
 	MessagesDropped int64             `json:"messagesDropped"`
 	FailOpens       int               `json:"failOpens"`
 	LastErrors      []FailOpen        `json:"lastErrors"` // newest five fail-opens, newest first
@@ -250,10 +253,11 @@ type statusAgg struct {
 	latestAt  map[string]string // writer kind → at of Latest[kind]
 	hitInput  int64             // uncached input of requests with cache counts
 	layouts   map[string]int
+	dropped   map[string]int64 // session → largest dropped count of its trims
 }
 
 func newStatusAgg(st *Status) *statusAgg {
-	return &statusAgg{st: st, latestAt: map[string]string{}, layouts: map[string]int{}}
+	return &statusAgg{st: st, latestAt: map[string]string{}, layouts: map[string]int{}, dropped: map[string]int64{}}
 }
 
 func (a *statusAgg) skip(sid, reason string) {
@@ -278,8 +282,8 @@ func (a *statusAgg) add(sid string, e *statusEvent) {
 		if e.tokensBefore != nil && e.tokensAfter != nil {
 			st.TokensSaved += *e.tokensBefore - *e.tokensAfter
 		}
-		if e.dropped != nil {
-			st.MessagesDropped += *e.dropped
+		if e.dropped != nil && *e.dropped > a.dropped[sid] {
+			a.dropped[sid] = *e.dropped
 		}
 	case "fail_open":
 		st.FailOpens++
@@ -325,6 +329,9 @@ func (a *statusAgg) addUsage(e *statusEvent) {
 // finish sorts and caps the lists and computes the ratios.
 func (a *statusAgg) finish() {
 	st := a.st
+	for _, n := range a.dropped {
+		st.MessagesDropped += n
+	}
 	slices.SortFunc(a.failOpens, func(x, y FailOpen) int {
 		return cmp.Or(strings.Compare(y.At, x.At), strings.Compare(x.Session, y.Session))
 	})

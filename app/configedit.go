@@ -329,21 +329,8 @@ func keyLine(line string) (key, indent, rest string, ok bool) {
 	}
 	indent = body[:len(body)-len(trimmed)]
 	// The "=" after the key, outside quotes.
-	quote := byte(0)
-	for i := 0; i < len(trimmed); i++ {
-		c := trimmed[i]
-		switch {
-		case quote != 0:
-			if c == '\\' && quote == '"' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		case c == '=':
-			return strings.TrimSpace(trimmed[:i]), indent, trimmed[i+1:], true
-		}
+	if i := unquotedIndex(trimmed, '='); i >= 0 {
+		return strings.TrimSpace(trimmed[:i]), indent, trimmed[i+1:], true
 	}
 	return "", "", "", false
 }
@@ -359,23 +346,31 @@ func trailingComment(rest string) string {
 
 // stripComment cuts s at a "#" outside quoted strings.
 func stripComment(s string) string {
-	quote := byte(0)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == '\\' && quote == '"' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		case c == '#':
-			return s[:i]
-		}
+	if i := unquotedIndex(s, '#'); i >= 0 {
+		return s[:i]
 	}
 	return s
+}
+
+// unquotedIndex returns the index of the first c in s outside TOML basic ("…", with
+// backslash escapes) and literal ('…') strings, or -1.
+func unquotedIndex(s string, c byte) int {
+	quote := byte(0)
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case quote != 0:
+			if b == '\\' && quote == '"' {
+				i++
+			} else if b == quote {
+				quote = 0
+			}
+		case b == '"' || b == '\'':
+			quote = b
+		case b == c:
+			return i
+		}
+	}
+	return -1
 }
 
 // splitKeyPath splits a TOML dotted key into its parts, unquoting quoted parts and dropping

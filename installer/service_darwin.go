@@ -20,13 +20,6 @@ import (
 	"github.com/kardianos/service"
 )
 
-// kardianosProgram is the service.Interface kardianos/service wants; we never call Run, so
-// it is never used.
-type kardianosProgram struct{}
-
-func (kardianosProgram) Start(service.Service) error { return nil }
-func (kardianosProgram) Stop(service.Service) error  { return nil }
-
 func launchdService(c ServiceConfig, def ServiceDef) (service.Service, error) {
 	return service.New(kardianosProgram{}, &service.Config{
 		Name:        c.Name,

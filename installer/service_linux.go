@@ -20,13 +20,6 @@ import (
 	"github.com/kardianos/service"
 )
 
-// kardianosProgram is the service.Interface kardianos/service wants; we never call Run, so
-// it is never used.
-type kardianosProgram struct{}
-
-func (kardianosProgram) Start(service.Service) error { return nil }
-func (kardianosProgram) Stop(service.Service) error  { return nil }
-
 // detectedSystem is a kardianos/service system whose detection always succeeds
 // (ServiceConfig.ForceSystemd).
 type detectedSystem struct{ service.System }

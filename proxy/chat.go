@@ -126,14 +126,7 @@ func chatAssistant(m *message, content, toolCalls, functionCall, thinkingBlocks,
 				case "id":
 					id, _ = decodeString(f.val)
 				case "function":
-					name, _ = memberString(f.val, "name")
-					if fm, err := objectMembers(f.val); err == nil {
-						for _, g := range fm {
-							if g.key == "arguments" {
-								args = g.val
-							}
-						}
-					}
+					name, args = functionNameArgs(f.val)
 				}
 			}
 			in, err := argumentsText(args)
@@ -147,15 +140,7 @@ func chatAssistant(m *message, content, toolCalls, functionCall, thinkingBlocks,
 	}
 	if kindOf(functionCall) == '{' {
 		// the legacy form: one call, answered by a role "function" message naming it
-		name, _ := memberString(functionCall, "name")
-		var args []byte
-		if fm, err := objectMembers(functionCall); err == nil {
-			for _, g := range fm {
-				if g.key == "arguments" {
-					args = g.val
-				}
-			}
-		}
+		name, args := functionNameArgs(functionCall)
 		in, err := argumentsText(args)
 		if err != nil {
 			return err
@@ -167,6 +152,26 @@ func chatAssistant(m *message, content, toolCalls, functionCall, thinkingBlocks,
 	}
 	m.finalReply = len(m.toolUses) == 0
 	return nil
+}
+
+// functionNameArgs reads a Chat function object ({"name", "arguments"}, in tool_calls or
+// the legacy function_call): the name, and the raw arguments value (nil when absent).
+func functionNameArgs(raw []byte) (name string, args []byte) {
+	fm, err := objectMembers(raw)
+	if err != nil {
+		return "", nil
+	}
+	for _, g := range fm {
+		switch g.key {
+		case "name":
+			if kindOf(g.val) == '"' {
+				name, _ = decodeString(g.val)
+			}
+		case "arguments":
+			args = g.val
+		}
+	}
+	return name, args
 }
 
 // numberLegacyCalls gives legacy function calls and results pair ids: the n-th call of a

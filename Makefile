@@ -11,7 +11,7 @@ ARGS    ?=
 
 export CGO_ENABLED := 1
 
-.PHONY: build run test fmt-check vet race e2e clean
+.PHONY: build run test fmt-check templ-check vet race e2e clean bench
 
 ## build: bin/smarter-compact
 build:
@@ -19,15 +19,21 @@ build:
 
 ## run: build, then run the service in the foreground on 127.0.0.1:4100 (Ctrl-C stops it)
 run: build
-	./$(BIN) serve --no-tray $(ARGS)
+	./$(BIN) serve $(ARGS)
 
-## test: gofmt check, go vet, then every unit test (hermetic: temp dirs, loopback only)
-test: fmt-check vet
+## test: gofmt check, generated templ code up to date, go vet, then every unit test
+## (hermetic: temp dirs, loopback only)
+test: fmt-check templ-check vet
 	$(GO) test -tags '$(TAGS)' -count=1 ./...
 
 fmt-check:
 	@files=$$(find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -not -name '*_templ.go' -exec gofmt -l {} +); \
 	if [ -n "$$files" ]; then echo "gofmt -w needed on:"; echo "$$files"; exit 1; fi
+
+## templ-check: the committed web/ui/*_templ.go match their .templ sources (regenerate with
+## go tool templ generate)
+templ-check:
+	$(GO) tool templ generate -check
 
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...
@@ -41,10 +47,20 @@ race:
 ## SMARTER_COMPACT_E2E_CLAUDE, SMARTER_COMPACT_E2E_CODEX or SMARTER_COMPACT_E2E_OPENCODE, else
 ## `claude`, `codex` or `opencode` on PATH; without it its test skips and says why
 ## (SMARTER_COMPACT_E2E_REQUIRE=1 makes that a failure). bash .ci/run installs all three into
-## .cache/e2e-clients.
+## .cache/e2e-clients. The dashboard test drives Chromium (SMARTER_COMPACT_E2E_CHROMIUM, else
+## chromium on PATH) and saves screenshots under SMARTER_COMPACT_E2E_ARTIFACTS; the tray test
+## starts its own dbus-daemon.
 e2e:
 	$(GO) vet -tags '$(TAGS) e2e' ./app/
 	$(GO) test -tags '$(TAGS) e2e' ./app/ -run E2E -count=1 -v
 
 clean:
 	rm -rf bin
+
+## bench: build, then measure on this machine (app/bench): proxy overhead against a bare reverse
+## proxy, long sessions replayed against the fake's prompt cache, the store at scale; writes
+## docs/benchmarks.md and docs/bench/*.svg (about 10 minutes on 2 cores). BENCH_ARGS adds flags,
+## e.g. make bench BENCH_ARGS=-quick
+BENCH_ARGS ?=
+bench: build
+	$(GO) run -tags '$(TAGS)' ./app/bench -bin $(BIN) -out docs $(BENCH_ARGS)

@@ -31,7 +31,8 @@ Commands:
   install    wire the installed agents (Claude Code, Codex, OpenCode) to the proxy
              [--agents a,b] [--service] [--dry-run]
   uninstall  put the agents' config files back as they were [--agents a,b] [--service] [--dry-run]
-  serve      run the proxy on 127.0.0.1 (port 4100 unless configured)
+  serve      run the proxy, the dashboard (http://127.0.0.1:4100/) and the tray icon
+             on 127.0.0.1 (port 4100 unless configured) [--no-tray]
   service    the login service: install, uninstall, start, stop, status
   on, off    turn trimming on or off per agent [agent…], on the running service and in config.toml
   status     show the agents' switches, whether the service answers, and the last 24 h of events

@@ -40,7 +40,8 @@ type Config struct {
 	// Port is the loopback port of the one listener ([context_proxy] port).
 	Port int
 	// Agents says whether trimming is on per agent, for claude-code, codex, opencode and
-	// unknown (the initial state of the runtime toggles).
+	// unknown: the effective rule of switchState.trimming (pause, CONTEXT_PROXY_ENABLED,
+	// the agent's key, the master switch).
 	Agents map[string]bool
 	// Proxy holds the proxy's knobs: thresholds, standing instruction, upstream base URLs.
 	Proxy proxy.Settings
@@ -123,6 +124,7 @@ type fileContextProxy struct {
 	CharsPerToken       *float64 `toml:"chars_per_token"`
 	CompressOverTokens  *int64   `toml:"compress_over_tokens"`
 	StandingInstruction *bool    `toml:"standing_instruction"`
+	Paused              *bool    `toml:"paused"`
 	Agents              struct {
 		ClaudeCode *bool `toml:"claude-code"`
 		Codex      *bool `toml:"codex"`
@@ -155,6 +157,7 @@ var (
 	keyCharsPerToken       = key{"context_proxy", "chars_per_token", "CONTEXT_CHARS_PER_TOKEN", "a number greater than 0", func(v float64) bool { return v > 0 }}
 	keyCompressOverTokens  = key{"context_proxy", "compress_over_tokens", "CONTEXT_COMPRESS_OVER_TOKENS", "an integer of at least 0 (0 disables compression)", atLeast(0)}
 	keyStandingInstruction = key{"context_proxy", "standing_instruction", "CONTEXT_STANDING_INSTRUCTION", "true or false (env: 0, 1, true, false)", nil}
+	keyPaused              = key{"context_proxy", "paused", "", "true or false", nil}
 	keyAgentClaudeCode     = key{"context_proxy.agents", agentClaudeCode, "", "true or false", nil}
 	keyAgentCodex          = key{"context_proxy.agents", agentCodex, "", "true or false", nil}
 	keyAgentOpenCode       = key{"context_proxy.agents", agentOpenCode, "", "true or false", nil}
@@ -182,7 +185,7 @@ func agentUpstreamKey(agent, family string) key {
 // allKeys finds a key from go-toml's key path when the file gives a value of the wrong type.
 var allKeys = append([]key{
 	keyEnabled, keyPort, keyTrimAtTokens, keyTrimToFraction, keyCharsPerToken, keyCompressOverTokens,
-	keyStandingInstruction, keyAgentClaudeCode, keyAgentCodex, keyAgentOpenCode, keyMaxChars, keyRecall,
+	keyStandingInstruction, keyPaused, keyAgentClaudeCode, keyAgentCodex, keyAgentOpenCode, keyMaxChars, keyRecall,
 	keyTTLDays, keyEmbeddingModel, keyEmbeddingURL, keyEmbeddingTimeoutS, keyEmbeddingMaxChars,
 	keyUpstreamAnthropic, keyUpstreamOpenAI, keyUpstreamCodex,
 }, agentUpstreamKeys()...)
@@ -220,24 +223,82 @@ func ConfigPath(flagPath string, getenv func(string) string, configDir string) (
 // it accepts, all of them at once; trim_to_fraction out of range and a CONTEXT_TRIM_AT_TOKENS
 // that is not an integer fall back as seed 001 says and add a warning instead.
 func LoadConfig(path string, explicit bool, getenv func(string) string) (Config, error) {
-	var f fileConfig
+	rc, err := loadConfig(path, explicit, getenv)
+	return rc.cfg, err
+}
+
+// resolved is a config as LoadConfig resolves it, with what the runtime state needs besides.
+type resolved struct {
+	cfg Config
+	// file is config.toml as decoded; its nil pointers are the keys the file leaves out.
+	file fileConfig
+	// warnKeys are the keys of the file's values that fell back to a default with a warning.
+	warnKeys []key
+}
+
+// loadConfig is LoadConfig with the decoded file.
+func loadConfig(path string, explicit bool, getenv func(string) string) (resolved, error) {
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
-		if err := decodeFile(path, b, &f); err != nil {
-			return Config{}, err
-		}
 	case errors.Is(err, fs.ErrNotExist) && !explicit:
-		path = ""
+		path, b = "", nil
 	default:
-		return Config{}, fmt.Errorf("read config: %w", err)
+		return resolved{}, fmt.Errorf("read config: %w", err)
+	}
+	return resolveConfigText(path, b, getenv)
+}
+
+// resolveConfigText decodes b as the text of the config.toml at path ("" and nil: no file)
+// and resolves it with the environment exactly as LoadConfig does, with the same messages.
+// Every error that concerns one key wraps a *keyError, so a caller can tell which key it is
+// about (the dashboard's settings form); errors of several keys come joined. With an error,
+// only warnKeys is set in the result.
+func resolveConfigText(path string, b []byte, getenv func(string) string) (resolved, error) {
+	var f fileConfig
+	if b == nil {
+		path = ""
+	} else {
+		if err := decodeFile(path, b, &f); err != nil {
+			return resolved{}, err
+		}
 	}
 	r := &resolver{path: path, getenv: getenv}
 	c := r.resolve(&f)
 	if len(r.errs) > 0 {
-		return Config{}, errors.Join(r.errs...)
+		return resolved{warnKeys: r.warnKeys}, errors.Join(r.errs...)
 	}
-	return c, nil
+	return resolved{cfg: c, file: f, warnKeys: r.warnKeys}, nil
+}
+
+// keyError is an error about one config key; Error is the message LoadConfig gives,
+// detail the same without the file's name and position.
+type keyError struct {
+	key    key
+	detail string // e.g. "[context_proxy] port = 0: must be an integer from 1 to 65535"
+	err    error
+}
+
+func (e *keyError) Error() string { return e.err.Error() }
+func (e *keyError) Unwrap() error { return e.err }
+
+// keyErrors returns the *keyError in err, which may be a join of errors, and whether every
+// error in it is one.
+func keyErrors(err error) (out []*keyError, all bool) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	all = true
+	for _, e := range errs {
+		var ke *keyError
+		if errors.As(e, &ke) {
+			out = append(out, ke)
+		} else {
+			all = false
+		}
+	}
+	return out, all
 }
 
 // decodeFile decodes strictly; each error names the file, the line and the key.
@@ -264,7 +325,8 @@ func decodeFile(path string, b []byte, f *fileConfig) error {
 	if errors.As(err, &de) {
 		line, col := de.Position()
 		if k, ok := lookupKey(de.Key()); ok {
-			return fmt.Errorf("config %s:%d:%d: %s must be %s", path, line, col, k, k.accepts)
+			detail := fmt.Sprintf("%s must be %s", k, k.accepts)
+			return &keyError{k, detail, fmt.Errorf("config %s:%d:%d: %s", path, line, col, detail)}
 		}
 		if section := strings.Join(de.Key(), "."); isSection(section) {
 			return fmt.Errorf("config %s:%d:%d: %s must be a table: write [%s] on a line of its own, its keys below", path, line, col, section, section)
@@ -302,6 +364,8 @@ type resolver struct {
 	getenv   func(string) string
 	errs     []error
 	warnings []string
+	// warnKeys are the keys of the warnings that came from the file, not the environment.
+	warnKeys []key
 }
 
 func (r *resolver) resolve(f *fileConfig) Config {
@@ -336,39 +400,92 @@ func (r *resolver) resolve(f *fileConfig) Config {
 	return c
 }
 
-// agents resolves [context_proxy.agents]. A missing agent key follows [context_proxy]
-// enabled. Our decision for the Go product: with enabled unset every agent is on (the seed
-// had only opencode2 on), because installing Smarter Compact is the opt-in. A set
-// CONTEXT_PROXY_ENABLED is the master switch and overrides every agent key: 0 forwards every
-// request unmodified, as in seed 001's proxy table.
+// agents resolves whether each agent trims, by switchState.trimming.
 func (r *resolver) agents(cp *fileContextProxy) map[string]bool {
-	master := true
-	if cp.Enabled != nil {
-		master = *cp.Enabled
-	}
-	follow := func(v *bool) bool {
-		if v != nil {
-			return *v
-		}
-		return master
-	}
-	agents := map[string]bool{
-		agentClaudeCode: follow(cp.Agents.ClaudeCode),
-		agentCodex:      follow(cp.Agents.Codex),
-		agentOpenCode:   follow(cp.Agents.OpenCode),
-		agentUnknown:    master,
-	}
 	if v, ok := r.env(keyEnabled); ok {
-		on, err := parseBool(v)
-		if err != nil {
+		if _, err := parseBool(v); err != nil {
 			r.envErr(keyEnabled, v)
-			return agents
 		}
-		for a := range agents {
-			agents[a] = on
-		}
+	}
+	sw := switchesOf(cp, r.getenv)
+	agents := make(map[string]bool, len(configuredAgents)+1)
+	for _, a := range append(slices.Clone(configuredAgents), agentUnknown) {
+		agents[a], _ = sw.trimming(a)
 	}
 	return agents
+}
+
+// Agent modes as [context_proxy.agents] saves them: a key set true or false, or no key.
+const (
+	modeOn     = "on"
+	modeOff    = "off"
+	modeFollow = "follow"
+)
+
+// switchState is the trimming switches of config.toml and the environment (DESIGN.md §5).
+type switchState struct {
+	master bool              // [context_proxy] enabled; unset means true
+	paused bool              // [context_proxy] paused; unset means false
+	modes  map[string]string // configured agent → modeOn, modeOff or modeFollow
+	// env is CONTEXT_PROXY_ENABLED when set to a valid value ("" otherwise), envOn its value.
+	env   string
+	envOn bool
+}
+
+// switchesOf reads the switches from the decoded [context_proxy] table and getenv.
+func switchesOf(cp *fileContextProxy, getenv func(string) string) switchState {
+	sw := switchState{master: true, modes: map[string]string{}}
+	if cp.Enabled != nil {
+		sw.master = *cp.Enabled
+	}
+	if cp.Paused != nil {
+		sw.paused = *cp.Paused
+	}
+	for agent, v := range map[string]*bool{agentClaudeCode: cp.Agents.ClaudeCode, agentCodex: cp.Agents.Codex, agentOpenCode: cp.Agents.OpenCode} {
+		switch {
+		case v == nil:
+			sw.modes[agent] = modeFollow
+		case *v:
+			sw.modes[agent] = modeOn
+		default:
+			sw.modes[agent] = modeOff
+		}
+	}
+	if v := strings.TrimSpace(getenv(keyEnabled.env)); v != "" {
+		if on, err := parseBool(v); err == nil {
+			sw.env, sw.envOn = v, on
+		}
+	}
+	return sw
+}
+
+// mode is agent's saved mode; "unknown" and any agent without a key follow the master.
+func (sw switchState) mode(agent string) string {
+	if m, ok := sw.modes[agent]; ok {
+		return m
+	}
+	return modeFollow
+}
+
+// trimming is the effective rule, with the reason in words: pause wins over everything (every
+// agent passes through untouched); then a set CONTEXT_PROXY_ENABLED is the master switch
+// over every agent key (0 forwards every request unmodified, seed 001's proxy table); then
+// the agent's key; an agent without one follows [context_proxy] enabled. Our decision for
+// the Go product: with enabled unset every agent is on (the seed had only opencode2 on),
+// because installing Smarter Compact is the opt-in.
+func (sw switchState) trimming(agent string) (on bool, why string) {
+	switch m := sw.mode(agent); {
+	case sw.paused:
+		return false, "off: paused"
+	case sw.env != "":
+		return sw.envOn, fmt.Sprintf("%s: %s=%s overrides", onOffWord(sw.envOn), keyEnabled.env, sw.env)
+	case m == modeOn:
+		return true, "on (saved)"
+	case m == modeOff:
+		return false, "off (saved)"
+	default:
+		return sw.master, onOffWord(sw.master) + " (follows the master switch)"
+	}
 }
 
 // agentUpstreams resolves the [upstream.agents.<agent>] tables: agent to family to base
@@ -406,11 +523,13 @@ func (r *resolver) env(k key) (string, bool) {
 }
 
 func (r *resolver) envErr(k key, v string) {
-	r.errs = append(r.errs, fmt.Errorf("%s=%q: must be %s", k.env, v, k.accepts))
+	detail := fmt.Sprintf("%s=%q: must be %s", k.env, v, k.accepts)
+	r.errs = append(r.errs, &keyError{k, detail, errors.New(detail)})
 }
 
 func (r *resolver) fileErr(k key, v any) {
-	r.errs = append(r.errs, fmt.Errorf("config %s: %s = %v: must be %s", r.path, k, v, k.accepts))
+	detail := fmt.Sprintf("%s = %v: must be %s", k, v, k.accepts)
+	r.errs = append(r.errs, &keyError{k, detail, fmt.Errorf("config %s: %s", r.path, detail)})
 }
 
 func (r *resolver) intKey(k key, file *int64, def int) int {
@@ -534,6 +653,7 @@ func (r *resolver) trimToFraction(file *float64, def float64) float64 {
 	if file != nil {
 		if !k.ok(*file) {
 			r.warnings = append(r.warnings, fmt.Sprintf("config %s: %s = %v is not %s: using %v", r.path, k, *file, k.accepts, def))
+			r.warnKeys = append(r.warnKeys, k)
 			return def
 		}
 		return *file

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -406,8 +407,14 @@ func splitKeyPath(s string) []string {
 
 // writeConfigFile replaces path with b atomically (a temporary file in the same directory,
 // then a rename), keeping an existing file's mode, 0600 for a new one; a missing directory is
-// created 0700.
+// created 0700. A path that is a symbolic link (config.toml kept in a dotfiles repository)
+// stays one: the file it points to is replaced, in that file's directory, with that file's
+// mode.
 func writeConfigFile(path string, b []byte) error {
+	path, err := followLinks(path)
+	if err != nil {
+		return err
+	}
 	mode := os.FileMode(0o600)
 	if fi, err := os.Stat(path); err == nil {
 		mode = fi.Mode().Perm()
@@ -442,6 +449,30 @@ func writeConfigFile(path string, b []byte) error {
 	return os.Rename(tmp, path)
 }
 
+// maxLinks bounds the symbolic links followLinks follows (Linux's own limit is 40).
+const maxLinks = 40
+
+// followLinks returns the file path names after following symbolic links in its last
+// element, one by one, so a link whose target does not exist yet gives the path to create.
+// The directories on the way need no resolving: a rename through them lands in the target.
+func followLinks(path string) (string, error) {
+	for range maxLinks {
+		fi, err := os.Lstat(path)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return path, nil // a file, a folder, or nothing yet: written as is
+		}
+		target, err := os.Readlink(path)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(path), target)
+		}
+		path = target
+	}
+	return "", fmt.Errorf("%s: too many levels of symbolic links", path)
+}
+
 // readConfigText returns config.toml's bytes, nil when it does not exist.
 func readConfigText(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
@@ -450,3 +481,6 @@ func readConfigText(path string) ([]byte, error) {
 	}
 	return b, err
 }
+
+// isReadOnlyFS reports a write refused because the file system is mounted read-only.
+func isReadOnlyFS(err error) bool { return errors.Is(err, syscall.EROFS) }

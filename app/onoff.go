@@ -10,24 +10,37 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/smarter-compact/smarter-compact/web"
 )
 
 // apiTimeout bounds one call of the running service's control API.
 const apiTimeout = 3 * time.Second
 
 // onOff is the `on` and `off` command (DESIGN.md §2, §5; seed 001, "Turn it on or off"): it
-// saves [context_proxy.agents] <agent> = true|false in config.toml, then tells the running
-// service, whose toggles take effect on the next request. No agent means every agent. With
-// the service down the change is saved only, and applies when it starts.
+// turns trimming on or off for the agents named, every agent when none is named.
+//
+// When the service runs, the service makes the change: POST /api/agents/<agent> (with the
+// API token) saves [context_proxy.agents] <agent> = true|false in its config.toml and applies
+// it to the next request. The CLI does not write the file then: the service is the one
+// writer of its config.toml, so a change made at the same moment from the dashboard or the
+// tray is not lost. Only with the service down does the CLI save the file itself; the change
+// applies when the service starts.
+//
+// The service is looked for where it recorded its address (the service-addr file next to
+// the API token: a service started with --port), then on the config's port. When the
+// service's config.toml is not the one the CLI names (--config, SMARTER_COMPACT_CONFIG), the
+// CLI saves the change in its own file as well. When the service answers but does not take
+// the change because our token is missing or wrong, or something else answers on the port,
+// the CLI saves the file itself and says so.
 func onOff(ctx context.Context, on bool, args []string, sys system) error {
-	name := "off"
-	if on {
-		name = "on"
-	}
+	name := onOffWord(on)
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	configFlag := fs.String("config", "", "edit config.toml at `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
@@ -51,10 +64,78 @@ func onOff(ctx context.Context, on bool, args []string, sys system) error {
 	if err != nil {
 		return err
 	}
-	// The file must be valid before we touch it; a missing one (even a named one) is created.
-	cfg, err := LoadConfig(path, false, sys.getenv)
-	if err != nil {
-		return fmt.Errorf("%w\nnothing changed: fix the config first", err)
+	// A missing file is fine (even a named one: it is created); an invalid one is an error
+	// only where the CLI needs it: for the port, and to save it.
+	cfg, cfgErr := LoadConfig(path, false, sys.getenv)
+	var bases []string
+	if b := readAddrFile(sys.configDir); b != "" {
+		bases = append(bases, b)
+	}
+	if cfgErr == nil {
+		if b := "http://127.0.0.1:" + strconv.Itoa(cfg.Port); !slices.Contains(bases, b) {
+			bases = append(bases, b)
+		}
+	}
+	// A missing token is sent as none: a service that runs answers 401, which says so.
+	token, tokenErr := readToken(sys.configDir)
+
+	var notTaken []string // "<base>: why" of listeners that answered but changed nothing
+	for _, base := range bases {
+		res, err := switchRemote(ctx, base, token, agents, on)
+		var down *serviceDownError
+		switch {
+		case errors.As(err, &down):
+			continue // nothing listens there: the next address, or the file
+		case errors.Is(err, errNotTaken):
+			why := err.Error()
+			if tokenErr != nil && strings.Contains(why, "401") {
+				why += fmt.Sprintf("; no API token (%v): is the service an older smarter-compact, or run by another user? Restart it: smarter-compact service stop && smarter-compact service start", tokenErr)
+			}
+			notTaken = append(notTaken, base+": "+why)
+			continue
+		case err != nil:
+			return err
+		}
+		fmt.Fprintf(sys.stdout, "trimming %s for %s: saved in %s by the running service at %s; the next request follows it", name, strings.Join(agents, ", "), orNoneText(res.configPath), base)
+		if len(res.whys) > 0 {
+			fmt.Fprintf(sys.stdout, " (%s)", strings.Join(res.whys, ", "))
+		}
+		fmt.Fprintln(sys.stdout)
+		if res.configPath != "" && !sameConfigFile(res.configPath, path) {
+			// The CLI names another config.toml than the service's: save it there too.
+			if err := saveOnOff(path, cfgErr, agents, on, sys); err != nil {
+				return fmt.Errorf("the running service switched, but %s (the config named here) was not saved: %w", path, err)
+			}
+			fmt.Fprintf(sys.stdout, "also saved in %s (the config named here; the service reads %s)\n", path, res.configPath)
+		}
+		return nil
+	}
+
+	// No service took it: the file is the change. A service that runs on it picks it up
+	// within a second (its watcher); otherwise it applies when the service starts.
+	if len(notTaken) > 0 {
+		why := strings.Join(notTaken, "; ")
+		if err := saveOnOff(path, cfgErr, agents, on, sys); err != nil {
+			return fmt.Errorf("the running service did not take the change (%s)\nand the config was not saved either: %w", why, err)
+		}
+		return fmt.Errorf("saved in %s, but the running service did not take the change: %s", path, why)
+	}
+	if err := saveOnOff(path, cfgErr, agents, on, sys); err != nil {
+		return err
+	}
+	where := "the service is not running"
+	if len(bases) > 0 {
+		where += " at " + strings.Join(bases, " or ")
+	}
+	fmt.Fprintf(sys.stdout, "%s: the change applies when it starts\n", where)
+	return nil
+}
+
+// saveOnOff saves [context_proxy.agents] <agent> = on for agents in the config.toml at path,
+// which must load (cfgErr is LoadConfig's error), and says so on stdout.
+func saveOnOff(path string, cfgErr error, agents []string, on bool, sys system) error {
+	if cfgErr != nil {
+		return fmt.Errorf("%w\nnothing changed: fix the config first", cfgErr)
 	}
 	old, err := readConfigText(path)
 	if err != nil {
@@ -73,31 +154,68 @@ func onOff(ctx context.Context, on bool, args []string, sys system) error {
 		return fmt.Errorf("config %s: %v; under [context_proxy.agents] put:%s", path, err, lines.String())
 	}
 	if !bytes.Equal(text, old) {
+		if err := checkWritable(path); err != nil {
+			return err
+		}
 		if err := writeConfigFile(path, text); err != nil {
 			return fmt.Errorf("save config: %w", err)
 		}
 	}
-	fmt.Fprintf(sys.stdout, "trimming %s for %s: saved in %s\n", name, strings.Join(agents, ", "), path)
+	fmt.Fprintf(sys.stdout, "trimming %s for %s: saved in %s\n", onOffWord(on), strings.Join(agents, ", "), path)
 	if v := strings.TrimSpace(sys.getenv(keyEnabled.env)); v != "" {
 		fmt.Fprintf(sys.stdout, "note: %s=%s is set here; where it is set for the service, it overrides [context_proxy.agents]\n", keyEnabled.env, v)
 	}
+	return nil
+}
 
-	base := "http://127.0.0.1:" + strconv.Itoa(cfg.Port)
+// remoteResult is what the service reported for a switch of several agents.
+type remoteResult struct {
+	configPath string   // the service's config.toml
+	whys       []string // "<agent> <why>" for each agent
+}
+
+// switchRemote switches agents one by one through the service at base. A
+// *serviceDownError or errNotTaken comes only from the first agent, when nothing changed.
+func switchRemote(ctx context.Context, base, token string, agents []string, on bool) (remoteResult, error) {
+	var res remoteResult
 	for i, a := range agents {
-		state, err := setRemoteToggle(ctx, base, a, on)
-		var down *serviceDownError
-		switch {
-		case errors.As(err, &down) && i == 0:
-			fmt.Fprintf(sys.stdout, "the service is not running at %s: the change applies when it starts\n", base)
-			return nil
-		case err != nil:
-			return fmt.Errorf("saved, but the running service did not take the change for %s: %w\nrestart the service to apply it: smarter-compact service stop && smarter-compact service start", a, err)
-		case state != on:
-			return fmt.Errorf("saved, but the running service reports %s %s", a, onOffWord(state))
+		sw, err := setRemoteMode(ctx, base, token, a, on)
+		if err != nil {
+			var down *serviceDownError
+			if i == 0 && (errors.As(err, &down) || errors.Is(err, errNotTaken)) {
+				return res, err
+			}
+			if i > 0 {
+				return res, fmt.Errorf("the running service at %s switched %s, but not %s: %v", base, strings.Join(agents[:i], ", "), a, err)
+			}
+			return res, fmt.Errorf("the running service at %s: %v", base, err) // its message names the agent
+		}
+		res.configPath = sw.configPath
+		if sw.Why != "" {
+			res.whys = append(res.whys, a+" "+sw.Why)
 		}
 	}
-	fmt.Fprintf(sys.stdout, "the running service at %s switched: the next request follows it\n", base)
-	return nil
+	return res, nil
+}
+
+func orNoneText(s string) string {
+	if s == "" {
+		return "its config.toml"
+	}
+	return s
+}
+
+// sameConfigFile reports whether a and b name the same config.toml: the same file when both
+// exist, else the same absolute path.
+func sameConfigFile(a, b string) bool {
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	if errA == nil && errB == nil {
+		return os.SameFile(fa, fb)
+	}
+	absA, errA := filepath.Abs(a)
+	absB, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && absA == absB
 }
 
 func onOffWord(on bool) string {
@@ -133,43 +251,87 @@ type serviceDownError struct{ err error }
 func (e *serviceDownError) Error() string { return e.err.Error() }
 func (e *serviceDownError) Unwrap() error { return e.err }
 
-// setRemoteToggle calls POST <base>/api/agents/<agent> and returns the state the service
-// reports.
-func setRemoteToggle(ctx context.Context, base, agent string, on bool) (bool, error) {
+// errNotTaken marks a control API call that reached a listener which did not take the
+// change and changed nothing: 401 (our token is missing or wrong), or an answer that is not
+// the control API's (another program on the port, an older smarter-compact).
+var errNotTaken = errors.New("not taken")
+
+type notTakenError struct{ msg string }
+
+func (e *notTakenError) Error() string   { return e.msg }
+func (e *notTakenError) Is(t error) bool { return t == errNotTaken }
+
+// remoteSwitch is POST /api/agents/<agent>'s answer.
+type remoteSwitch struct {
+	web.AgentSwitch
+	configPath string
+}
+
+// setRemoteMode calls POST <base>/api/agents/<agent> with {"mode":"on"|"off"} and the API
+// token, and returns the agent's switch as the service reports it, and its config.toml. The
+// service's error message is returned without its "smarter-compact: " prefix (main adds it).
+func setRemoteMode(ctx context.Context, base, token, agent string, on bool) (remoteSwitch, error) {
+	var sw remoteSwitch
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	body, _ := json.Marshal(map[string]bool{"enabled": on})
+	mode := web.ModeOff
+	if on {
+		mode = web.ModeOn
+	}
+	body, _ := json.Marshal(map[string]web.Mode{"mode": mode})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/agents/"+agent, bytes.NewReader(body))
 	if err != nil {
-		return false, err
+		return sw, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := c.Do(req)
 	if err != nil {
 		if isConnRefused(err) {
-			return false, &serviceDownError{err}
+			return sw, &serviceDownError{err}
 		}
-		return false, err
+		return sw, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<10))
 	if resp.StatusCode != http.StatusOK {
 		var e struct {
 			Error string `json:"error"`
 		}
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return false, fmt.Errorf("%s: %s", resp.Status, e.Error)
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			return sw, &notTakenError{fmt.Sprintf("POST /api/agents/%s answered %s (an older smarter-compact, or another program on the port?)", agent, resp.Status)}
 		}
-		return false, fmt.Errorf("POST /api/agents/%s answered %s (an older smarter-compact, or another program on the port?)", agent, resp.Status)
+		msg := fmt.Sprintf("%s: %s", resp.Status, strings.TrimPrefix(e.Error, "smarter-compact: "))
+		if resp.StatusCode == http.StatusUnauthorized {
+			return sw, &notTakenError{msg}
+		}
+		return sw, errors.New(msg)
 	}
-	var st agentState
-	if err := json.Unmarshal(b, &st); err != nil || st.Agent != agent {
-		return false, fmt.Errorf("POST /api/agents/%s: unexpected answer %q", agent, b)
+	var answer struct {
+		web.AgentSwitch
+		ConfigPath string `json:"configPath"`
 	}
-	return st.Enabled, nil
+	if err := json.Unmarshal(b, &answer); err != nil || answer.Agent != agent {
+		return sw, &notTakenError{fmt.Sprintf("POST /api/agents/%s: unexpected answer %q", agent, truncateText(string(b), 200))}
+	}
+	sw = remoteSwitch{answer.AgentSwitch, answer.ConfigPath}
+	if sw.Mode != mode {
+		return sw, fmt.Errorf("the running service reports %s's switch as %q, not %q", agent, sw.Mode, mode)
+	}
+	return sw, nil
+}
+
+// truncateText cuts s to n bytes for a message.
+func truncateText(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 // isConnRefused reports a failed dial: nothing listens on the port (on every OS, where

@@ -1,7 +1,9 @@
 package app
 
 import (
-	"io"
+	"encoding/json"
+	"sync"
+
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,52 +14,70 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/web"
 )
 
-// togglesServer serves the real route table with tg on a loopback port; it returns the port.
-func togglesServer(t *testing.T, tg *toggles) int {
+// stateServer serves the real route table (the dashboard's /api included) over a state on
+// the config.toml that text (with PORT replaced by the listener's port) is written to; it
+// returns the state, the config's path and a system whose config dir holds the API token.
+func stateServer(t *testing.T, text string) (*state, string, system, *syncBuffer) {
 	t.Helper()
 	ts := httptest.NewUnstartedServer(nil)
 	port := ts.Listener.Addr().(*net.TCPAddr).Port
-	ts.Config.Handler = routes(port, http.NotFoundHandler(), http.NotFoundHandler(), tg, slog.New(slog.DiscardHandler))
+	path := writeConfig(t, strings.ReplaceAll(text, "PORT", strconv.Itoa(port)))
+	sys, stdout, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path})
+	st, err := newState(stateOptions{Path: path, Explicit: true, Sys: sys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := ensureToken(sys.configDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	log := slog.New(slog.DiscardHandler)
+	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log})
+	ts.Config.Handler = routes(port, http.NotFoundHandler(), http.NotFoundHandler(), dash, log)
 	ts.Start()
 	t.Cleanup(ts.Close)
-	return port
-}
-
-func allOn() map[string]bool {
-	return map[string]bool{agentClaudeCode: true, agentCodex: true, agentOpenCode: true, agentUnknown: true}
+	return st, path, sys, stdout
 }
 
 func TestOnOffRunningService(t *testing.T) {
 	t.Parallel()
-	tg := newToggles(allOn())
-	port := togglesServer(t, tg)
 	const userText = "# my settings\r\n[context_proxy]\r\nport = PORT # the proxy\r\n\r\n[context_proxy.agents]\r\ncodex = true # keep\r\n\r\n[compaction]\r\nrecall = false\r\n"
-	path := writeConfig(t, strings.ReplaceAll(userText, "PORT", strconv.Itoa(port)))
-	sys, stdout, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path})
+	st, path, sys, stdout := stateServer(t, userText)
+	port := strconv.Itoa(st.port)
 
 	if err := run(t.Context(), []string{"off", "codex", "claude-code"}, sys); err != nil {
 		t.Fatalf("off: %v", err)
 	}
-	if tg.Enabled(agentCodex) || tg.Enabled(agentClaudeCode) || !tg.Enabled(agentOpenCode) {
-		t.Errorf("toggles after off codex claude-code: %s", tg)
+	// Applied at once (the API call), not only after the watcher's next poll.
+	if st.Enabled(agentCodex) || st.Enabled(agentClaudeCode) || !st.Enabled(agentOpenCode) {
+		t.Errorf("switches after off codex claude-code: %s", st.agentsString())
 	}
 	got, _ := os.ReadFile(path)
-	want := strings.ReplaceAll("# my settings\r\n[context_proxy]\r\nport = PORT # the proxy\r\n\r\n[context_proxy.agents]\r\ncodex = false # keep\r\nclaude-code = false\r\n\r\n[compaction]\r\nrecall = false\r\n", "PORT", strconv.Itoa(port))
+	want := strings.ReplaceAll("# my settings\r\n[context_proxy]\r\nport = PORT # the proxy\r\n\r\n[context_proxy.agents]\r\ncodex = false # keep\r\nclaude-code = false\r\n\r\n[compaction]\r\nrecall = false\r\n", "PORT", port)
 	if string(got) != want {
 		t.Errorf("config after off:\n%q\nwant\n%q", got, want)
 	}
-	if !strings.Contains(stdout.String(), "trimming off for claude-code, codex: saved in "+path) || !strings.Contains(stdout.String(), "running service") {
-		t.Errorf("stdout %q", stdout)
+	if out := stdout.String(); !strings.Contains(out, "trimming off for claude-code, codex: saved in "+path) ||
+		!strings.Contains(out, "running service") || !strings.Contains(out, "codex off (saved)") {
+		t.Errorf("stdout %q", out)
 	}
 
 	// No agent named: all of them.
 	if err := run(t.Context(), []string{"on"}, sys); err != nil {
 		t.Fatalf("on: %v", err)
 	}
-	if tg.String() != "claude-code=on codex=on opencode=on unknown=on" {
-		t.Errorf("toggles after on: %s", tg)
+	if st.agentsString() != "claude-code=on codex=on opencode=on unknown=on" {
+		t.Errorf("switches after on: %s", st.agentsString())
 	}
 	cfg, err := LoadConfig(path, true, env{}.get)
 	if err != nil {
@@ -72,6 +92,37 @@ func TestOnOffRunningService(t *testing.T) {
 	if !strings.Contains(string(got), "[context_proxy.agents]\r\ncodex = true # keep\r\nclaude-code = true\r\nopencode = true\r\n\r\n[compaction]") {
 		t.Errorf("config after on:\n%s", got)
 	}
+}
+
+func TestOnOffToken(t *testing.T) {
+	t.Parallel()
+	t.Run("no token file", func(t *testing.T) {
+		t.Parallel()
+		st, _, sys, _ := stateServer(t, "[context_proxy]\nport = PORT\n")
+		if err := os.Remove(filepath.Join(sys.configDir, "smarter-compact", "api-token")); err != nil {
+			t.Fatal(err)
+		}
+		err := run(t.Context(), []string{"off", "codex"}, sys)
+		if ExitCode(err) != 1 || !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "no API token") {
+			t.Fatalf("err %v: want the 401 and the missing token named", err)
+		}
+		// Saved all the same: the watcher applies it within a second.
+		st.poll()
+		if st.Enabled(agentCodex) {
+			t.Error("the saved change did not reach the state through the file")
+		}
+	})
+	t.Run("wrong token", func(t *testing.T) {
+		t.Parallel()
+		_, _, sys, _ := stateServer(t, "[context_proxy]\nport = PORT\n")
+		if err := os.WriteFile(filepath.Join(sys.configDir, "smarter-compact", "api-token"), []byte(strings.Repeat("ab", 32)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := run(t.Context(), []string{"on", "codex"}, sys)
+		if ExitCode(err) != 1 || !strings.Contains(err.Error(), "does not match") {
+			t.Fatalf("err %v", err)
+		}
+	})
 }
 
 func TestOnOffServiceDown(t *testing.T) {
@@ -149,66 +200,166 @@ func TestOnOffErrors(t *testing.T) {
 		port := ts.Listener.Addr().(*net.TCPAddr).Port
 		sys, _, _ := testSystem(t, env{"CONTEXT_PROXY_PORT": strconv.Itoa(port)})
 		err := run(t.Context(), []string{"on", "codex"}, sys)
-		if ExitCode(err) != 1 || !strings.Contains(err.Error(), "saved, but the running service did not take the change") {
+		if ExitCode(err) != 1 || !strings.Contains(err.Error(), ", but the running service did not take the change") || !strings.HasPrefix(err.Error(), "saved in ") {
 			t.Fatalf("err %v", err)
 		}
 	})
 }
 
-func TestControlAPI(t *testing.T) {
+// TestOnOffLetsTheServiceSave: while the service answers, `on` and `off` only call its API:
+// the service is the one writer of its config.toml, so a change made at the same moment from
+// the dashboard or the tray is not lost between the CLI's read and its write. The fake
+// service here answers as the real one and writes nothing: the file must stay as it was.
+func TestOnOffLetsTheServiceSave(t *testing.T) {
 	t.Parallel()
-	tg := newToggles(allOn())
-	post := func(path, ctype, body string, hdr ...string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest("POST", "http://127.0.0.1:4100"+path, strings.NewReader(body))
-		if ctype != "" {
-			req.Header.Set("Content-Type", ctype)
-		}
-		for i := 0; i+1 < len(hdr); i += 2 {
-			if hdr[i] == "Host" {
-				req.Host = hdr[i+1]
-				continue
+	var mu sync.Mutex
+	var calls []string
+	var path string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Mode web.Mode }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		agent := strings.TrimPrefix(r.URL.Path, "/api/agents/")
+		mu.Lock()
+		calls = append(calls, agent+"="+string(body.Mode))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"agent": agent, "mode": body.Mode, "trimming": body.Mode == web.ModeOn,
+			"why": string(body.Mode) + " (saved)", "enabled": body.Mode == web.ModeOn, "configPath": path})
+	}))
+	t.Cleanup(ts.Close)
+	port := ts.Listener.Addr().(*net.TCPAddr).Port
+	const text = "[context_proxy]\nport = PORT\n"
+	path = writeConfig(t, strings.ReplaceAll(text, "PORT", strconv.Itoa(port)))
+	before := readText(t, path)
+	sys, stdout, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path})
+	if err := run(t.Context(), []string{"off", "codex", "opencode"}, sys); err != nil {
+		t.Fatalf("off: %v", err)
+	}
+	if got := readText(t, path); got != before {
+		t.Errorf("the CLI wrote config.toml while the service answered:\n%q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(calls, " ") != "codex=off opencode=off" {
+		t.Errorf("API calls %q", calls)
+	}
+	if out := stdout.String(); !strings.Contains(out, "trimming off for codex, opencode: saved in "+path+" by the running service at "+ts.URL) {
+		t.Errorf("stdout %q", out)
+	}
+}
+
+// TestOnOffConcurrentWithDashboard: `on` and a dashboard switch at the same moment both
+// land, in the file and in the running state (the reviewer's race: the CLI's read-modify-
+// write of config.toml lost the dashboard's change).
+func TestOnOffConcurrentWithDashboard(t *testing.T) {
+	t.Parallel()
+	st, path, sys, _ := stateServer(t, "[context_proxy]\nport = PORT\n")
+	for i := range 15 {
+		for _, a := range []string{agentClaudeCode, agentOpenCode} {
+			if err := st.SetAgent(a, web.ModeOff); err != nil {
+				t.Fatal(err)
 			}
-			req.Header.Set(hdr[i], hdr[i+1])
 		}
-		w := httptest.NewRecorder()
-		routes(4100, http.NotFoundHandler(), http.NotFoundHandler(), tg, slog.New(slog.DiscardHandler)).ServeHTTP(w, req)
-		return w
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if err := run(t.Context(), []string{"on", agentOpenCode}, sys); err != nil {
+				t.Errorf("on: %v", err)
+			}
+		})
+		wg.Go(func() {
+			if err := st.SetAgent(agentClaudeCode, web.ModeOn); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Wait()
+		st.poll()
+		cfg, err := LoadConfig(path, true, env{}.get)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Enabled(agentClaudeCode) || !st.Enabled(agentOpenCode) || !cfg.Agents[agentClaudeCode] || !cfg.Agents[agentOpenCode] {
+			t.Fatalf("round %d: a change was lost: running %s; saved claude-code %v opencode %v", i, st.agentsString(), cfg.Agents[agentClaudeCode], cfg.Agents[agentOpenCode])
+		}
 	}
-	tests := []struct {
-		name, path, ctype, body string
-		hdr                     []string
-		wantCode                int
-		wantBody                string
-		wantCodex               bool
-	}{
-		{"off", "/api/agents/codex", "application/json", `{"enabled":false}`, nil, 200, `{"agent":"codex","enabled":false}`, false},
-		{"on with charset", "/api/agents/codex", "application/json; charset=utf-8", `{"enabled": true}`, nil, 200, `{"agent":"codex","enabled":true}`, true},
-		{"form post", "/api/agents/codex", "application/x-www-form-urlencoded", `enabled=false`, nil, 415, "Content-Type", true},
-		{"text/plain", "/api/agents/codex", "text/plain", `{"enabled":false}`, nil, 415, "Content-Type", true},
-		{"no enabled", "/api/agents/codex", "application/json", `{}`, nil, 400, "enabled", true},
-		{"extra key", "/api/agents/codex", "application/json", `{"enabled":false,"x":1}`, nil, 400, "enabled", true},
-		{"not a bool", "/api/agents/codex", "application/json", `{"enabled":"no"}`, nil, 400, "enabled", true},
-		{"unknown agent", "/api/agents/cursor", "application/json", `{"enabled":false}`, nil, 404, `unknown agent \"cursor\"`, true},
-		{"browser", "/api/agents/codex", "application/json", `{"enabled":false}`, []string{"Origin", "https://evil.example"}, 403, "browser requests are refused", true},
-		{"fetch metadata", "/api/agents/codex", "application/json", `{"enabled":false}`, []string{"Sec-Fetch-Site", "same-origin"}, 403, "browser requests are refused", true},
-		{"rebinding", "/api/agents/codex", "application/json", `{"enabled":false}`, []string{"Host", "evil.example:4100"}, 403, "DNS rebinding", true},
+}
+
+// TestOnOffFindsServiceOnOtherPort: a service started with --port records its address next
+// to the API token; `on` and `off` find it there, though the config's port is another.
+func TestOnOffFindsServiceOnOtherPort(t *testing.T) {
+	t.Parallel()
+	st, path, sys, stdout := stateServer(t, "[context_proxy]\nport = PORT\n")
+	// The config now names a port where nothing listens, as with serve --port.
+	closed := freePort(t)
+	if err := os.WriteFile(path, []byte("[context_proxy]\nport = "+strconv.Itoa(closed)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests { // in order: each case starts from the state the last left
-		w := post(tt.path, tt.ctype, tt.body, tt.hdr...)
-		if w.Code != tt.wantCode || !strings.Contains(w.Body.String(), tt.wantBody) {
-			t.Errorf("%s: %d %q, want %d with %q", tt.name, w.Code, w.Body, tt.wantCode, tt.wantBody)
+	st.poll()
+	base := "http://127.0.0.1:" + strconv.Itoa(st.port)
+	remove, err := writeAddrFile(sys.configDir, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrFile, _ := addrFilePath(sys.configDir)
+	if runtime.GOOS != "windows" {
+		if fi, err := os.Stat(addrFile); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("address file: %v, mode %o; want 600", err, fi.Mode().Perm())
 		}
-		if tg.Enabled(agentCodex) != tt.wantCodex {
-			t.Errorf("%s: codex enabled = %v, want %v", tt.name, tg.Enabled(agentCodex), tt.wantCodex)
-		}
+	}
+	if err := run(t.Context(), []string{"off", "codex"}, sys); err != nil {
+		t.Fatalf("off: %v", err)
+	}
+	if st.Enabled(agentCodex) {
+		t.Error("the service on the recorded address did not switch at once")
+	}
+	if out := stdout.String(); !strings.Contains(out, "by the running service at "+base) {
+		t.Errorf("stdout %q: want the service at the recorded address", out)
 	}
 
-	req := httptest.NewRequest("GET", "http://127.0.0.1:4100/api/agents", nil)
-	w := httptest.NewRecorder()
-	routes(4100, http.NotFoundHandler(), http.NotFoundHandler(), tg, slog.New(slog.DiscardHandler)).ServeHTTP(w, req)
-	body, _ := io.ReadAll(w.Body)
-	const want = `{"agents":[{"agent":"claude-code","enabled":true},{"agent":"codex","enabled":true},{"agent":"opencode","enabled":true},{"agent":"unknown","enabled":true}]}` + "\n"
-	if w.Code != 200 || string(body) != want || w.Header().Get("Content-Type") != "application/json" {
-		t.Errorf("GET /api/agents: %d %s %q", w.Code, w.Header().Get("Content-Type"), body)
+	// A stale file (the service gone) or one that points off this machine is not used.
+	remove()
+	if _, err := os.Stat(addrFile); !os.IsNotExist(err) {
+		t.Errorf("remove left the address file: %v", err)
+	}
+	for _, bad := range []string{`{"addr":"http://evil.example:4100"}`, `{"addr":"https://127.0.0.1:4100"}`, `not json`} {
+		if err := os.WriteFile(addrFile, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := readAddrFile(sys.configDir); got != "" {
+			t.Errorf("address file %s read as %q", bad, got)
+		}
+	}
+	if err := os.WriteFile(addrFile, []byte(`{"addr":"http://127.0.0.1:`+strconv.Itoa(freePort(t))+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seen := len(stdout.String())
+	if err := run(t.Context(), []string{"on", "codex"}, sys); err != nil {
+		t.Fatalf("on with a stale address: %v", err)
+	}
+	if out := stdout.String()[seen:]; !strings.Contains(out, "not running") || !strings.Contains(readText(t, path), "codex = true") {
+		t.Errorf("stale address: stdout %q, config %q", out, readText(t, path))
+	}
+}
+
+// TestOnOffRefusedOnce: the service's refusal (here: config.toml is read-only) reaches the
+// user once, as the service wrote it, without a second "smarter-compact:" (main adds one).
+func TestOnOffRefusedOnce(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS == "windows" {
+		t.Skip("chmod 0400 does not make a file read-only on Windows")
+	}
+	st, path, sys, _ := stateServer(t, "[context_proxy]\nport = PORT\n")
+	if err := os.Chmod(path, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	err := run(t.Context(), []string{"off", "codex"}, sys)
+	if err == nil {
+		t.Fatal("off on a read-only config succeeded")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "409 Conflict") || strings.Count(msg, "read-only") != 1 || strings.Contains(msg, "smarter-compact:") {
+		t.Errorf("error %q: want the 409 and the service's message once, without its prefix", msg)
+	}
+	if !st.Enabled(agentCodex) {
+		t.Error("a refused switch applied")
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/web"
 )
 
 // stubModels stands in for the proxy: it records the path it saw and checks that the
@@ -24,12 +27,23 @@ func stubModels(t *testing.T) http.Handler {
 	})
 }
 
+// testAPIToken is the /api bearer token of serveRoute's dashboard.
+const testAPIToken = "0123456789abcdef"
+
 func serveRoute(t *testing.T, port int, req *http.Request) *httptest.ResponseRecorder {
 	t.Helper()
 	recall := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "mcp "+r.Method)
 	})
-	h := routes(port, stubModels(t), recall, newToggles(map[string]bool{agentClaudeCode: true, agentCodex: true, agentOpenCode: true, agentUnknown: true}), slog.New(slog.DiscardHandler))
+	st, _, _ := testState(t, "", env{})
+	root, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = root.Close() })
+	log := slog.New(slog.DiscardHandler)
+	dash := web.New(web.Options{Root: root, Control: st, APIToken: testAPIToken, Log: log})
+	h := routes(port, stubModels(t), recall, dash, log)
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	return w
@@ -54,10 +68,13 @@ func TestRoutesTable(t *testing.T) {
 		{"GET", "/mcp", 200, "mcp GET"},
 		{"DELETE", "/mcp", 200, "mcp DELETE"},
 		{"POST", "/mcp/x", 404, ""},
-		{"GET", "/", 404, ""},
+		{"GET", "/nowhere", 404, ""},
 		{"POST", "/v2/messages", 404, ""},
 		{"POST", "/backend-api/other", 404, ""},
 		{"POST", "/healthz", 405, ""},
+		{"HEAD", "/healthz", 200, ""},
+		{"HEAD", "/", 200, ""},
+		{"HEAD", "/ui/settings", 200, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
@@ -99,11 +116,12 @@ func TestRoutesHostCheck(t *testing.T) {
 		{"", 4100, false},
 	}
 	for _, tt := range tests {
-		for _, path := range []string{"/healthz", "/claude-code/v1/messages", "/mcp", "/nowhere"} {
+		for _, path := range []string{"/healthz", "/claude-code/v1/messages", "/mcp", "/nowhere", "/", "/ui/sessions", "/api/status"} {
 			t.Run(tt.host+path, func(t *testing.T) {
 				t.Parallel()
 				req := httptest.NewRequest("GET", path, nil)
 				req.Host = tt.host
+				req.Header.Set("Authorization", "Bearer "+testAPIToken)
 				w := serveRoute(t, tt.port, req)
 				if refused := w.Code == http.StatusForbidden; refused == tt.wantOK {
 					t.Fatalf("Host %q on port %d: status %d (body %q), want allowed=%v", tt.host, tt.port, w.Code, w.Body, tt.wantOK)
@@ -152,6 +170,47 @@ func TestRoutesRefuseBrowsers(t *testing.T) {
 			}
 			if w.Code == 403 && !strings.Contains(w.Body.String(), "browser requests are refused") {
 				t.Errorf("refusal %q does not say why", w.Body)
+			}
+		})
+	}
+}
+
+// TestRoutesDashboard checks that the dashboard and /api are mounted inside the Host check
+// with their own guards (package web tests them in depth).
+func TestRoutesDashboard(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, method, path string
+		header             http.Header
+		wantCode           int
+		wantType           string
+	}{
+		{"overview", "GET", "/", nil, 200, "text/html"},
+		{"sessions", "GET", "/ui/sessions", nil, 200, "text/html"},
+		{"htmx", "GET", "/ui/static/htmx.min.js", nil, 200, "javascript"},
+		{"api with token", "GET", "/api/agents", http.Header{"Authorization": {"Bearer " + testAPIToken}}, 200, "application/json"},
+		{"api without token", "GET", "/api/agents", nil, 401, "application/json"},
+		{"api from a browser", "GET", "/api/agents", http.Header{"Authorization": {"Bearer " + testAPIToken}, "Sec-Fetch-Site": {"same-origin"}}, 403, "application/json"},
+		{"switch without CSRF token", "POST", "/ui/pause", nil, 403, "text/html"},
+		{"cross-site switch", "POST", "/ui/pause", http.Header{"Sec-Fetch-Site": {"cross-site"}}, 403, "text/html"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req := httptest.NewRequest(tt.method, "http://127.0.0.1:4100"+tt.path, strings.NewReader("paused=true"))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			for k, v := range tt.header {
+				req.Header[k] = v
+			}
+			w := serveRoute(t, 4100, req)
+			if w.Code != tt.wantCode {
+				t.Fatalf("status %d (body %.300q), want %d", w.Code, w.Body, tt.wantCode)
+			}
+			if ct := w.Header().Get("Content-Type"); !strings.Contains(ct, tt.wantType) {
+				t.Errorf("Content-Type %q, want %s", ct, tt.wantType)
+			}
+			if csp := w.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
+				t.Errorf("Content-Security-Policy %q", csp)
 			}
 		})
 	}

@@ -17,15 +17,17 @@ import (
 	"github.com/smarter-compact/smarter-compact/mcp"
 	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/web"
 )
 
 // shutdownGrace is how long serve waits, after ctx is cancelled, for open requests (model
 // streams included) to finish before it closes them.
 const shutdownGrace = 10 * time.Second
 
-// serve is the service (DESIGN.md §2): the proxy and the MCP tools (/mcp) on one loopback
-// listener, with the retention sweep at start. It returns nil once ctx is cancelled and the
-// server has shut down.
+// serve is the service (DESIGN.md §2, §9): the proxy, the MCP tools (/mcp), the dashboard
+// and its /api on one loopback listener, the tray unless --no-tray, and the one runtime
+// state they share (state), which watches config.toml. It returns nil once ctx is cancelled
+// (SIGTERM, `service stop`, the tray's Quit) and everything has shut down.
 func serve(ctx context.Context, args []string, sys system) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	configFlag := fs.String("config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
@@ -47,19 +49,26 @@ func serve(ctx context.Context, args []string, sys system) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := LoadConfig(path, explicit, sys.getenv)
+	tray := "off (--no-tray)"
+	if !*noTray {
+		tray = "starting"
+	}
+	opts := stateOptions{Path: path, Explicit: explicit, Tray: tray, Sys: sys}
+	if portSet {
+		opts.Port = *portFlag
+	}
+	st, err := newState(opts)
 	if err != nil {
 		return err
 	}
-	if portSet {
-		cfg.Port = *portFlag
-	}
+	cfg := st.config()
 	log := sys.log
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
-	if !*noTray {
-		log.Info("tray: not built yet, running headless")
+	token, err := ensureToken(sys.configDir)
+	if err != nil {
+		return err
 	}
 
 	// Listen before touching the store, so that a second instance stops here.
@@ -72,23 +81,31 @@ func serve(ctx context.Context, args []string, sys system) error {
 	// Windows; elsewhere the service manager signals it.
 	ctx, releaseStop := stopOnRequest(ctx, cfg.Port, sys)
 	defer releaseStop()
+	// The tray's Quit ends the service as a signal does.
+	ctx, quit := context.WithCancel(ctx)
+	defer quit()
 	root, err := openStore(sys)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	toggles := newToggles(cfg.Agents)
+	st.storeDir = root.Dir() // before anything reads the state concurrently
 	var embedder *store.Embedder
+	var onRowsStored func(string)
 	if cfg.EmbeddingModel != "" {
 		// Vectors (contract: Vectors): the proxy queues a database after it stored new rows.
 		embedder = store.NewEmbedder(root, embedConfig(cfg, sys.getenv), log)
-		cfg.Proxy.OnRowsStored = embedder.Notify
+		onRowsStored = embedder.Notify
 	}
-	px := proxy.New(cfg.Proxy, toggles, root, log)
+	ps := cfg.Proxy
+	ps.OnRowsStored = onRowsStored
+	px := proxy.New(ps, st, root, log)
 	defer px.Close() // after the server drained, before root.Close
+	st.attach(px, onRowsStored)
 	recall := mcp.New(root, mcpOptions(cfg, sys))
+	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log})
 	srv := &http.Server{
-		Handler:           routes(cfg.Port, px, recall.Handler(), toggles, log),
+		Handler:           routes(cfg.Port, px, recall.Handler(), dash, log),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -98,8 +115,15 @@ func serve(ctx context.Context, args []string, sys system) error {
 	if configName == "" {
 		configName = "none (defaults)"
 	}
-	log.Info("smarter-compact serving", "version", version, "addr", "http://"+ln.Addr().String(),
-		"store", root.Dir(), "config", configName, "agents", toggles.String(),
+	base := "http://" + ln.Addr().String()
+	// Where we listen, for `on` and `off` (a --port they cannot read from the config).
+	if removeAddr, err := writeAddrFile(sys.configDir, base); err != nil {
+		log.Warn("cannot record the service's address: 'smarter-compact on|off' look on the config's port only", "err", err)
+	} else {
+		defer removeAddr()
+	}
+	log.Info("smarter-compact serving", "version", version, "addr", base, "dashboard", base+"/",
+		"store", root.Dir(), "config", configName, "agents", st.agentsString(),
 		"upstream_anthropic", upstreamHost(cfg.Proxy.Upstreams["anthropic"]),
 		"upstream_openai", upstreamHost(cfg.Proxy.Upstreams["openai"]),
 		"upstream_codex", upstreamHost(cfg.Proxy.Upstreams["codex"]),
@@ -108,13 +132,18 @@ func serve(ctx context.Context, args []string, sys system) error {
 	defer wg.Wait() // before root.Close
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG() // runs before wg.Wait
+	wg.Go(func() { st.run(bg) })
+	// Fill the store's per-session caches in the background, so the first dashboard load
+	// after a start does not read every session database.
+	wg.Go(func() { dash.Warm(bg) })
 	if embedder != nil {
 		wg.Go(func() { embedder.Run(bg) })
 	}
 	wg.Go(func() {
 		// At start, then hourly: Sweep itself runs at most once a day (.ttl-stamp), so a
 		// service that stays up for weeks still retires idle sessions (contract: Retention).
-		sweep(root, cfg.TTLDays, log)
+		// ttl_days applies live: each pass reads the value in effect.
+		sweep(root, st.config().TTLDays, log)
 		t := time.NewTicker(time.Hour)
 		defer t.Stop()
 		for {
@@ -122,13 +151,23 @@ func serve(ctx context.Context, args []string, sys system) error {
 			case <-bg.Done():
 				return
 			case <-t.C:
-				sweep(root, cfg.TTLDays, log)
+				sweep(root, st.config().TTLDays, log)
 			}
 		}
 	})
-
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if !*noTray {
+		// Serving first, the tray in the background: finding the session bus can take up to
+		// trayDialTimeout (a bus that accepts and never answers), and requests must not wait
+		// for it. The tray stops before the store closes (defers run last-in first-out).
+		stops := make(chan func(), 1)
+		go func() {
+			stops <- startTray(bg, trayOptions{State: st, Root: root, DashboardURL: base + "/", Log: log, Quit: quit, Sys: sys, ConfigFlag: *configFlag})
+		}()
+		defer func() { (<-stops)() }()
+	}
+
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)

@@ -1,6 +1,12 @@
 package app
 
 import (
+	"fmt"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"syscall"
+
 	"context"
 	"io"
 	"net"
@@ -75,6 +81,23 @@ func TestServe(t *testing.T) {
 			t.Errorf("foreign Host on /mcp: status %d (%q), want 403", code, body)
 		}
 	})
+	t.Run("api needs the token serve created", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(sys.configDir, "smarter-compact", "api-token"))
+		if err != nil {
+			t.Fatalf("serve made no API token: %v", err)
+		}
+		token := strings.TrimSpace(string(b))
+		req, _ := http.NewRequest("GET", base+"/api/status", nil)
+		if code, body := do(t, req); code != http.StatusUnauthorized {
+			t.Errorf("GET /api/status without the token: %d %q, want 401", code, body)
+		}
+		req, _ = http.NewRequest("GET", base+"/api/status", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		code, body := do(t, req)
+		if code != http.StatusOK || !strings.Contains(body, `"revision":`) || !strings.Contains(body, `"configPath":`) {
+			t.Errorf("GET /api/status with the token: %d %q", code, body)
+		}
+	})
 	t.Run("model route reaches the upstream", func(t *testing.T) {
 		req, _ := http.NewRequest("GET", base+"/claude-code/v1/models", nil)
 		req.Header.Set("X-Api-Key", "sk-ant-test-secret")
@@ -101,7 +124,7 @@ func TestServe(t *testing.T) {
 
 	out := logs.String()
 	for _, want := range []string{
-		"tray: not built yet, running headless",
+		"tray: no D-Bus session bus",
 		"CONTEXT_TRIM_TO_FRACTION=\\\"2\\\"",
 		"addr=http://127.0.0.1:" + strconv.Itoa(port),
 		"store=" + state,
@@ -113,8 +136,11 @@ func TestServe(t *testing.T) {
 			t.Errorf("logs do not contain %q:\n%s", want, out)
 		}
 	}
-	if strings.Count(out, "tray: not built yet") != 1 {
+	if strings.Count(out, "running headless") != 1 {
 		t.Errorf("the headless notice should appear once:\n%s", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(sys.configDir, "smarter-compact", "api-token")); len(b) == 0 || strings.Contains(out, strings.TrimSpace(string(b))) {
+		t.Errorf("the API token is missing or in the logs:\n%s", out)
 	}
 	if strings.Contains(out, "sk-ant-test-secret") {
 		t.Errorf("logs contain the API key:\n%s", out)
@@ -172,4 +198,122 @@ func do(t *testing.T, req *http.Request) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(body)
+}
+
+// TestServeHungSessionBus: a D-Bus session bus that accepts connections and never answers
+// must not hold up serving: the tray looks for its host in the background (up to
+// trayDialTimeout) while requests are answered. serve runs in a child process, since the
+// tray library runs once per process.
+func TestServeHungSessionBus(t *testing.T) {
+	if os.Getenv("SMARTER_COMPACT_TEST_CHILD") == "serve" {
+		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer cancel()
+		if err := Main(ctx, []string{"serve", "--port", os.Getenv("SMARTER_COMPACT_TEST_PORT")}); err != nil {
+			fmt.Fprintln(os.Stderr, "serve:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("the tray dials a D-Bus session bus on Linux only")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "bus")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // accepted, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+
+	port := freePort(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestServeHungSessionBus$")
+	cmd.Env = append(os.Environ(),
+		"SMARTER_COMPACT_TEST_CHILD=serve", "SMARTER_COMPACT_TEST_PORT="+strconv.Itoa(port),
+		"HOME="+filepath.Join(dir, "home"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
+		"XDG_DATA_HOME="+filepath.Join(dir, "data"), "SMARTER_COMPACT_STATE_DIR="+filepath.Join(dir, "state"),
+		"SMARTER_COMPACT_CONFIG=", "CONTEXT_PROXY_PORT=", "XDG_RUNTIME_DIR="+dir,
+		"DBUS_SESSION_BUS_ADDRESS=unix:path="+sock)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	gone := make(chan struct{})
+	go func() { exited <- cmd.Wait(); close(gone) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-gone:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	})
+
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	c := &http.Client{Timeout: 500 * time.Millisecond}
+	for {
+		if time.Since(start) > trayDialTimeout-time.Second {
+			t.Fatalf("serve did not answer /healthz within %s while the session bus hangs (the tray's dial is %s):\n%s", time.Since(start).Round(time.Millisecond), trayDialTimeout, out.String())
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("serve exited: %v\n%s", err, out.String())
+		default:
+		}
+		resp, err := c.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("healthy after %s with a hung session bus", time.Since(start).Round(time.Millisecond))
+	// The address file next to the API token names where it listens.
+	if got := readAddrFile(filepath.Join(dir, "config")); got != base {
+		t.Errorf("address file %q, want %q", got, base)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("serve after SIGTERM: %v\n%s", err, out.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop after SIGTERM")
+	}
+	if got := readAddrFile(filepath.Join(dir, "config")); got != "" {
+		t.Errorf("the address file outlived the service: %q", got)
+	}
+	if !strings.Contains(out.String(), "tray: no D-Bus session bus") {
+		t.Errorf("the hung bus was not reported:\n%s", out.String())
+	}
 }

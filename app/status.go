@@ -130,6 +130,8 @@ func agentStatuses(cfg Config, getenv func(string) string, port int) []agentStat
 	for _, agent := range slices.Concat(configuredAgents, []string{agentUnknown}) {
 		a := agentStatus{Agent: agent, On: cfg.Agents[agent], Route: fmt.Sprintf("http://127.0.0.1:%d/%s", port, agent)}
 		switch {
+		case cp.Paused != nil && *cp.Paused:
+			a.Source = "paused"
 		case envSet:
 			a.Source = keyEnabled.env
 		case saved[agent] != nil:

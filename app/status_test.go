@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/web"
 )
 
 // statusStore writes one session through the real writer under state: a trim, a fail-open
@@ -54,7 +55,7 @@ func healthzServer(t *testing.T) int {
 	t.Helper()
 	ts := httptest.NewUnstartedServer(nil)
 	port := ts.Listener.Addr().(*net.TCPAddr).Port
-	ts.Config.Handler = routes(port, http.NotFoundHandler(), http.NotFoundHandler(), newToggles(nil), slog.New(slog.DiscardHandler))
+	ts.Config.Handler = routes(port, http.NotFoundHandler(), http.NotFoundHandler(), web.New(web.Options{}), slog.New(slog.DiscardHandler))
 	ts.Start()
 	t.Cleanup(ts.Close)
 	return port

@@ -1,9 +1,7 @@
-// Package assets will own the files embedded in the binary (//go:embed): the tray and
-// dashboard icons, the vendored htmx, the CSS, and the OpenCode plugin file the installer
-// writes (DESIGN.md §3). It exports read-only file systems; under a dev build tag the same
-// names may be served from disk.
+// Package assets owns the files embedded in the binary (//go:embed): the dashboard's static
+// files (vendored htmx, the CSS, the favicon; Web), the OpenCode plugin file the installer
+// writes (OpenCodePlugin), and the tray icons (DESIGN.md §3). It exports read-only values and
+// file systems.
 //
 // It imports nothing of ours; web and app import it. Nothing here is fetched at run time.
-//
-// Empty for now: a later issue fills it.
 package assets

@@ -202,12 +202,12 @@ func benchOpenAIWarm(b *testing.B, newConvo func() *oaBenchConvo) {
 				body := c.body()
 				if tc.trimAt == 0 {
 					// make one cut first, then keep the threshold out of reach
-					p.settings.TrimAtTokens = 1000
+					p.cfg().TrimAtTokens = 1000
 					if res, _, err := p.rewriteAs(tg, h, body); err != nil || res.trimmed != 2 {
 						b.Fatalf("no cut: %v", err)
 					}
 				}
-				p.settings.TrimAtTokens = 10_000_000
+				p.cfg().TrimAtTokens = 10_000_000
 				if _, _, err := p.rewriteAs(tg, h, body); err != nil {
 					b.Fatal(err)
 				}
@@ -254,13 +254,13 @@ func benchOpenAINewCut(b *testing.B, newConvo func() *oaBenchConvo) {
 		b.StopTimer()
 		sid := fmt.Sprintf("bench-%d", i)
 		c, h := oaBenchSession(base, sid), oaBenchHeader(base.format, sid)
-		p.settings.TrimAtTokens = 10_000_000
+		p.cfg().TrimAtTokens = 10_000_000
 		if _, _, err := p.rewriteAs(tg, h, c.body()); err != nil {
 			b.Fatal(err)
 		}
 		c.add()
 		body := c.body()
-		p.settings.TrimAtTokens = 60_000
+		p.cfg().TrimAtTokens = 60_000
 		b.SetBytes(int64(len(body)))
 		b.StartTimer()
 		res, _, err := p.rewriteAs(tg, h, body)

@@ -117,12 +117,12 @@ func BenchmarkRequestPathWarm(b *testing.B) {
 				body := c.body()
 				if tc.trimAt == 0 {
 					// make one cut first, then keep the threshold out of reach
-					p.settings.TrimAtTokens = 1000
+					p.cfg().TrimAtTokens = 1000
 					if res, _, err := p.rewrite(h, body); err != nil || res.trimmed != 2 {
 						b.Fatalf("no cut: %v", err)
 					}
 				}
-				p.settings.TrimAtTokens = 10_000_000
+				p.cfg().TrimAtTokens = 10_000_000
 				if _, _, err := p.rewrite(h, body); err != nil {
 					b.Fatal(err)
 				}
@@ -163,7 +163,7 @@ func BenchmarkRequestPathNewCut(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		h := benchHeader(fmt.Sprintf("bench-%d", i))
-		p.settings.TrimAtTokens = 10_000_000
+		p.cfg().TrimAtTokens = 10_000_000
 		if _, _, err := p.rewrite(h, c.body()); err != nil {
 			b.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func BenchmarkRequestPathNewCut(b *testing.B) {
 		c2.msgs = append([]string(nil), c.msgs...)
 		c2.add()
 		body := c2.body()
-		p.settings.TrimAtTokens = 60_000
+		p.cfg().TrimAtTokens = 60_000
 		b.SetBytes(int64(len(body)))
 		b.StartTimer()
 		res, _, err := p.rewrite(h, body)

@@ -33,11 +33,11 @@ func (p *Proxy) compressToolResult(blockRaw []byte, text string) (string, []byte
 // an Anthropic tool_result's "content", a Chat tool message's "content", a Responses
 // output item's "output".
 func (p *Proxy) compressMember(blockRaw []byte, key, text string) (string, []byte, error) {
-	limit := p.settings.CompressOverTokens
+	limit := p.cfg().CompressOverTokens
 	if limit <= 0 {
 		return "", nil, nil
 	}
-	tokens := int(math.Ceil(float64(utf8.RuneCountInString(text)) / p.settings.CharsPerToken))
+	tokens := int(math.Ceil(float64(utf8.RuneCountInString(text)) / p.cfg().CharsPerToken))
 	if tokens <= limit {
 		return "", nil, nil
 	}

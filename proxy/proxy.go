@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/andybalholm/brotli"
@@ -34,7 +35,9 @@ const maxBody = 64 << 20
 // Proxy serves the model-API routes (DESIGN.md §4, §5). It is safe for concurrent use;
 // requests of one session are rewritten one at a time.
 type Proxy struct {
-	settings Settings
+	// settings is swapped whole by SetSettings; a request reads the value current when
+	// it reads a knob.
+	settings atomic.Pointer[Settings]
 	toggles  Toggles
 	root     *store.Root
 	log      *slog.Logger
@@ -50,23 +53,12 @@ type Proxy struct {
 	contractStripOnly bool
 }
 
-// New returns a proxy over the context root. settings must not change after New; toggles
-// are asked on every request; log receives the fail-open lines.
+// New returns a proxy over the context root. toggles are asked on every request; log
+// receives the fail-open lines. SetSettings changes the settings later, except the two
+// timeouts, which the transport keeps from New.
 func New(settings Settings, toggles Toggles, root *store.Root, log *slog.Logger) *Proxy {
-	if settings.CharsPerToken <= 0 {
-		settings.CharsPerToken = 2.5
-	}
-	if settings.TrimToFraction <= 0 || settings.TrimToFraction >= 1 {
-		settings.TrimToFraction = 0.3
-	}
-	if settings.ConnectTimeout <= 0 {
-		settings.ConnectTimeout = 10 * time.Second
-	}
-	if settings.IdleTimeout <= 0 {
-		settings.IdleTimeout = 10 * time.Minute
-	}
+	settings = normalizedSettings(settings)
 	p := &Proxy{
-		settings: settings,
 		toggles:  toggles,
 		root:     root,
 		log:      log,
@@ -74,6 +66,7 @@ func New(settings Settings, toggles Toggles, root *store.Root, log *slog.Logger)
 		now:      time.Now,
 		sessions: map[string]*session{},
 	}
+	p.settings.Store(&settings)
 	transport := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: settings.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
@@ -92,6 +85,37 @@ func New(settings Settings, toggles Toggles, root *store.Root, log *slog.Logger)
 	}
 	return p
 }
+
+// normalizedSettings fills the zero knobs New and SetSettings would otherwise divide by or misread.
+func normalizedSettings(s Settings) Settings {
+	if s.CharsPerToken <= 0 {
+		s.CharsPerToken = 2.5
+	}
+	if s.TrimToFraction <= 0 || s.TrimToFraction >= 1 {
+		s.TrimToFraction = 0.3
+	}
+	if s.ConnectTimeout <= 0 {
+		s.ConnectTimeout = 10 * time.Second
+	}
+	if s.IdleTimeout <= 0 {
+		s.IdleTimeout = 10 * time.Minute
+	}
+	return s
+}
+
+// SetSettings replaces the settings for every request that starts after it returns: the
+// thresholds, compression, the standing instruction and the upstreams (DESIGN.md §9: the
+// dashboard's settings apply without a restart). ConnectTimeout and IdleTimeout keep their
+// values from New. s and its maps must not be changed after the call. Safe for concurrent use.
+func (p *Proxy) SetSettings(s Settings) {
+	s = normalizedSettings(s)
+	old := p.settings.Load()
+	s.ConnectTimeout, s.IdleTimeout = old.ConnectTimeout, old.IdleTimeout
+	p.settings.Store(&s)
+}
+
+// cfg returns the current settings; callers must not change them.
+func (p *Proxy) cfg() *Settings { return p.settings.Load() }
 
 var (
 	versionOnce sync.Once
@@ -182,11 +206,11 @@ func inferred(r *http.Request, def, family, rest string) route {
 // when the route names or infers its agent, else the family's [upstream] key.
 func (p *Proxy) upstream(rt route) string {
 	if rt.agentKnown {
-		if u := p.settings.AgentUpstreams[rt.agent][rt.family]; u != "" {
+		if u := p.cfg().AgentUpstreams[rt.agent][rt.family]; u != "" {
 			return u
 		}
 	}
-	return p.settings.Upstreams[rt.family]
+	return p.cfg().Upstreams[rt.family]
 }
 
 // inferAgent names the agent of a request on a route without an agent prefix, from what
@@ -278,8 +302,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.serveRewrite(w, out, cancel, target{f, rt.family}, dry)
 		return
 	}
-	out = out.WithContext(withIdle(out.Context(), cancel, p.settings.IdleTimeout))
+	out = out.WithContext(withIdle(out.Context(), cancel, p.cfg().IdleTimeout))
+	fullDuplex(w)
 	p.rp.ServeHTTP(w, out)
+}
+
+// fullDuplex lets the request body stream to the upstream while the answer already streams
+// back. By default Go's HTTP/1 server drains or closes the request body when the response
+// starts, so an upstream that answers before it read the whole body (an early error, a
+// stream that starts at once) made the transport's body copy fail and drop the upstream
+// connection mid-answer. HTTP/2 is full duplex already and answers an error, ignored here.
+func fullDuplex(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).EnableFullDuplex()
 }
 
 type routeKey struct{}
@@ -293,7 +327,7 @@ func isUpgrade(r *http.Request) bool {
 // serveRewrite reads the body, rewrites it (failing open on any fault) and forwards it.
 // dry renders without trimming or storing (count_tokens).
 func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel context.CancelFunc, tg target, dry bool) {
-	ctx := withIdle(out.Context(), cancel, p.settings.IdleTimeout)
+	ctx := withIdle(out.Context(), cancel, p.cfg().IdleTimeout)
 	raw, err := io.ReadAll(io.LimitReader(out.Body, maxBody+1))
 	if err != nil {
 		out.Body.Close()
@@ -309,11 +343,13 @@ func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel co
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(raw), rest), rest}
 		out.GetBody = nil
+		fullDuplex(w)
 		p.rp.ServeHTTP(w, out.WithContext(ctx))
 		return
 	}
 	out.Body.Close()
-	res := p.rewriteSafely(tg, out.Header, raw, dry)
+	rt, _ := out.Context().Value(routeKey{}).(route)
+	res := p.rewriteSafely(tg, rt.agent, out.Header, raw, dry)
 	if res == nil {
 		setBody(out, raw, out.Header.Get("Content-Encoding"))
 		p.rp.ServeHTTP(w, out.WithContext(ctx))
@@ -385,8 +421,8 @@ func newFaultAt(skip int, kind string, err error) *fault {
 
 // rewriteSafely runs the rewrite and turns any error or panic into a fail-open: it logs
 // one line (and a fail_open event once the session is known) and returns nil, so the
-// original request goes upstream unchanged.
-func (p *Proxy) rewriteSafely(tg target, h http.Header, raw []byte, dry bool) (res *rewritten) {
+// original request goes upstream unchanged. agent is the route's (rewriteFor).
+func (p *Proxy) rewriteSafely(tg target, agent string, h http.Header, raw []byte, dry bool) (res *rewritten) {
 	var sess *session
 	defer func() {
 		if v := recover(); v != nil {
@@ -410,7 +446,7 @@ func (p *Proxy) rewriteSafely(tg target, h http.Header, raw []byte, dry bool) (r
 		p.failOpenFault(nil, newFault("decode", err))
 		return nil
 	}
-	res, err = p.rewriteFor(tg, h, body, dry, &sess)
+	res, err = p.rewriteFor(tg, agent, h, body, dry, &sess)
 	if errors.Is(err, errPassThrough) {
 		return nil
 	}
@@ -499,7 +535,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	p.log.Warn("smarter-compact: upstream request failed", "host", r.URL.Host, "err", err.Error())
 	rt, _ := r.Context().Value(routeKey{}).(route)
 	msg := fmt.Sprintf("smarter-compact: upstream %s failed: %v", r.URL.Host, err)
-	if rt.agentKnown && p.settings.AgentUpstreams[rt.agent][rt.family] != "" {
+	if rt.agentKnown && p.cfg().AgentUpstreams[rt.agent][rt.family] != "" {
 		msg += fmt.Sprintf(" (the %s upstream of %s is [upstream.agents.%s] %s in config.toml)", rt.family, rt.agent, rt.agent, rt.family)
 	} else if rt.family != "" {
 		msg += fmt.Sprintf(" (the %s upstream is [upstream] %s in config.toml or SMARTER_COMPACT_UPSTREAM_%s)",

@@ -48,7 +48,7 @@ func (p *Proxy) rewrite(h http.Header, body []byte) (*rewritten, *session, error
 // rewriteAs is rewrite for a request of any format.
 func (p *Proxy) rewriteAs(tg target, h http.Header, body []byte) (*rewritten, *session, error) {
 	var sess *session
-	res, err := p.rewriteFor(tg, h, body, false, &sess)
+	res, err := p.rewriteFor(tg, "", h, body, false, &sess)
 	return res, sess, err
 }
 
@@ -56,8 +56,8 @@ func (p *Proxy) rewriteAs(tg target, h http.Header, body []byte) (*rewritten, *s
 // the session's current view without trimming, storing or caching anything (count_tokens
 // must see what the model sees: api-rules §2.2 runs the same thinking prefix check), and
 // out receives the session as soon as it is known, so a panic later can still be recorded
-// against it.
-func (p *Proxy) rewriteFor(tg target, h http.Header, body []byte, dry bool, out **session) (*rewritten, error) {
+// against it. agent is the route's agent, recorded in the trim state.
+func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, dry bool, out **session) (*rewritten, error) {
 	// Claude Code names its session in a header, so the session (and what its previous
 	// request looked like) is usually known before the body is parsed. Other clients name
 	// it in the body; a header hint still finds their previous request.
@@ -97,7 +97,7 @@ func (p *Proxy) rewriteFor(tg target, h http.Header, body []byte, dry bool, out 
 		defer sess.mu.Unlock()
 		*out = sess
 	}
-	p.noteSource(sess, source)
+	p.noteSource(sess, source, agent)
 
 	msgs, thread, err := p.buildMessages(sess, req)
 	if err != nil {
@@ -122,18 +122,18 @@ func (p *Proxy) rewriteFor(tg target, h http.Header, body []byte, dry bool, out 
 	if !plan.active() {
 		block = ""
 	}
-	threshold := thresholdFor(p.settings.TrimAtTokens, req.model)
+	threshold := thresholdFor(p.cfg().TrimAtTokens, req.model)
 	trimmed := int64(0)
 	if plan.active() {
 		trimmed = 1
 	}
 	est := func(pl cutPlan, blk string) int {
-		return sess.state.estimate(thread, viewChars(req, msgs, pl, blk), p.settings.CharsPerToken)
+		return sess.state.estimate(thread, viewChars(req, msgs, pl, blk), p.cfg().CharsPerToken)
 	}
 	before := est(plan, block)
 	force := !dry && p.root.Force(sid)
 	if !dry && (force || before >= threshold) {
-		budget := int(p.settings.TrimToFraction * float64(threshold))
+		budget := int(p.cfg().TrimToFraction * float64(threshold))
 		provisional := PointerText(sid, 0)
 		under := func(pl cutPlan) bool { return est(pl, provisional) < budget }
 		next := planTrim(msgs, plan, under, bindsThinkingToPrefix(req.model, req.thinking) && !p.contractStripOnly)
@@ -176,7 +176,7 @@ func (p *Proxy) rewriteFor(tg target, h http.Header, body []byte, dry bool, out 
 		}
 	}
 
-	v := render(req, msgs, plan, block, p.settings.StandingInstruction, tg.family)
+	v := render(req, msgs, plan, block, p.cfg().StandingInstruction, tg.family)
 	if !dry {
 		p.storeRows(sid, thread, msgs, plan, now)
 		sess.keepThread(req.format, thread, msgs)
@@ -267,8 +267,8 @@ func (p *Proxy) storeRows(sid, thread string, msgs []*message, plan cutPlan, now
 		p.storeFault(err)
 		return
 	}
-	if res.Inserted > 0 && p.settings.OnRowsStored != nil {
-		p.settings.OnRowsStored(sid)
+	if res.Inserted > 0 && p.cfg().OnRowsStored != nil {
+		p.cfg().OnRowsStored(sid)
 	}
 }
 
@@ -394,8 +394,13 @@ func (p *Proxy) peekKnown(sid string) *known {
 }
 
 // noteSource records where a session's id came from (issue: session ids, which source) in
-// the trim state and logs it once per session and source.
-func (p *Proxy) noteSource(s *session, source string) {
+// the trim state and logs it once per session and source. It records the route's agent
+// too; "unknown" and "" leave a known agent in place.
+func (p *Proxy) noteSource(s *session, source, agent string) {
+	if agent != "" && agent != "unknown" && s.state.Agent != agent {
+		s.state.Agent = agent
+		s.dirty = true
+	}
 	if source == "" || s.state.Source == source {
 		return
 	}

@@ -16,6 +16,10 @@ type trimState struct {
 	// Source names where the session id came from (contract: Session id): a header name,
 	// "metadata", "prompt_cache_key" or "fingerprint".
 	Source string `json:"source,omitempty"`
+	// Agent is the agent of the route the session's requests came on (claude-code, codex,
+	// opencode); absent while only the "unknown" route carried them. The dashboard lists
+	// it for a session without a registration.
+	Agent string `json:"agent,omitempty"`
 }
 
 type threadState struct {

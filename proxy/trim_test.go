@@ -25,7 +25,8 @@ func sys(text string) string { return fmt.Sprintf(`{"role":"system","content":%q
 
 func buildMsgs(t testing.TB, raws ...string) []*message {
 	t.Helper()
-	p := &Proxy{settings: Settings{CharsPerToken: 2.5}}
+	p := &Proxy{}
+	p.settings.Store(&Settings{CharsPerToken: 2.5})
 	names := map[string]string{}
 	prev := ""
 	var out []*message

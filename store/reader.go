@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -83,56 +82,63 @@ func authorize(op int, a1, a2, _ string) int {
 
 // Reader is one session database opened read-only for the recall tools (contract: Search,
 // SQL). It accepts schema versions 1–3; a newer one is ErrUnsupportedSchema. It never
-// writes, and it does not refresh the -wal/-shm mtimes the retention sweep reads (see
-// openSnapshot), so open one per tool call and close it. Its methods are safe for concurrent
-// use.
+// writes, and it does not refresh the -wal/-shm mtimes the retention sweep reads. Open one per
+// tool call or page and close it: the connection behind it stays in Root's pool for the next
+// OpenReader of the session (readerpool.go). Its methods are safe for concurrent use.
 type Reader struct {
 	path    string
 	version int
 	db      *sql.DB
-	restore func()
+	sr      *sharedReader
+	readers *readerPool
 
 	mu     sync.Mutex
 	closed bool
 }
 
 // OpenReader opens sessions/<sid>.db under the root read-only (mode=ro) on connections with
-// the read-only authorizer. sid must already be sanitized (SanitizeSID). A missing database is
-// an error wrapping fs.ErrNotExist; one without a schema yet wraps ErrNoSchema; a newer schema
-// wraps ErrUnsupportedSchema. Nothing is created or written.
+// the read-only authorizer, or takes the session's pooled connection when the file is still
+// the one it read. sid must already be sanitized (SanitizeSID). A missing database is an error
+// wrapping fs.ErrNotExist; one without a schema yet wraps ErrNoSchema; a newer schema wraps
+// ErrUnsupportedSchema. Nothing is created or written. The Reader sees every commit made
+// before each of its reads.
 func (r *Root) OpenReader(sid string) (*Reader, error) {
 	if err := checkSID(sid); err != nil {
 		return nil, err
 	}
 	path := r.sessionFile(sid, ".db")
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("open session %s: %w", sid, err)
-	}
-	db, restore, err := openSnapshot(path, roDriver())
+	sr, s, err := r.readers.checkout(sid, path)
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: %w", sid, err)
 	}
-	db.SetMaxOpenConns(4)
-	db.SetMaxIdleConns(4)
-	rd := &Reader{path: path, db: db, restore: restore}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if rd.version, err = readUserVersion(ctx, db); err != nil {
+	if sr == nil {
+		settled := s.db.ModTime().Before(time.Now().Add(-dashRacyWindow))
+		if sr, err = openShared(sid, path, s); err != nil {
+			return nil, err
+		}
+		r.readers.add(sr, s, settled)
+	}
+	rd := &Reader{path: path, db: sr.db, sr: sr, readers: &r.readers}
+	if rd.version, err = sr.currentVersion(s); err != nil {
+		r.readers.discard(sr)
 		_ = rd.Close()
 		return nil, fmt.Errorf("open session %s: read user_version: %w", sid, err)
 	}
 	switch v := rd.version; {
 	case v == 0:
+		r.readers.discard(sr)
 		_ = rd.Close()
 		return nil, fmt.Errorf("open session %s: %w", sid, ErrNoSchema)
 	case v < 0 || v > SchemaVersion:
+		r.readers.discard(sr)
 		_ = rd.Close()
 		return nil, fmt.Errorf("open session %s: %w", sid, unsupported(v))
 	}
 	return rd, nil
 }
 
-// Close closes the connections and puts back the -shm mtime the read changed (openSnapshot).
+// Close ends this use of the reader: its connection goes back to the pool (or closes when
+// the pool does not keep it), and the -shm mtime the read changed is put back.
 func (rd *Reader) Close() error {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
@@ -140,9 +146,7 @@ func (rd *Reader) Close() error {
 		return nil
 	}
 	rd.closed = true
-	err := rd.db.Close()
-	rd.restore()
-	return err
+	return rd.readers.release(rd.sr)
 }
 
 // SchemaVersion is the database's user_version: 1, 2 or 3 (1 has no events table, 2 no usage
@@ -163,41 +167,21 @@ func (rd *Reader) Path() string { return rd.path }
 // newest mtime the session's database files had).
 func openSnapshot(path, driver string) (*sql.DB, func(), error) {
 	params := "mode=ro&_busy_timeout=1000"
-	dbBefore, _ := os.Stat(path)
-	walBefore, walErr := os.Stat(path + "-wal")
-	shmBefore, _ := os.Stat(path + "-shm")
-	if walErr != nil {
+	s, _ := snapshotFiles(path)
+	if s.wal == nil {
 		params = "mode=ro&immutable=1"
 	}
 	db, err := sql.Open(driver, sqliteURI(path, params))
 	if err != nil {
 		return nil, nil, err
 	}
-	restore := func() {
-		if walBefore == nil {
-			return
-		}
-		walAfter, werr := os.Stat(path + "-wal")
-		shmAfter, serr := os.Stat(path + "-shm")
-		if werr != nil || serr != nil || walAfter.Size() != walBefore.Size() || !walAfter.ModTime().Equal(walBefore.ModTime()) {
-			return // a writer was active: the session is in use anyway
-		}
-		want := walBefore.ModTime()
-		if shmBefore != nil {
-			want = shmBefore.ModTime()
-		} else if dbBefore != nil && dbBefore.ModTime().After(want) {
-			want = dbBefore.ModTime()
-		}
-		if !shmAfter.ModTime().Equal(want) {
-			_ = os.Chtimes(path+"-shm", want, want)
-		}
-	}
-	return db, restore, nil
+	return db, func() { s.restore(path) }, nil
 }
 
 // readUserVersion reads PRAGMA user_version, which the authorizer refuses (pragma_user_version
-// too), on a connection whose authorizer is lifted for that one read; the connection is then
-// discarded, so none without the authorizer stays in the pool.
+// too), on a connection whose authorizer is lifted for that one read and put back after it
+// (setting an authorizer expires the connection's prepared statements, so each is prepared
+// again under it). The connection stays in the pool, warm.
 func readUserVersion(ctx context.Context, db *sql.DB) (int, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -205,33 +189,42 @@ func readUserVersion(ctx context.Context, db *sql.DB) (int, error) {
 	}
 	defer conn.Close()
 	v, read := 0, false
+	var qerr error
 	err = conn.Raw(func(dc any) error {
 		c, ok := dc.(*sqlite3.SQLiteConn)
 		if !ok {
 			return fmt.Errorf("unexpected driver connection %T", dc)
 		}
 		c.RegisterAuthorizer(nil)
-		rows, err := c.QueryContext(ctx, "PRAGMA user_version", nil)
-		if err != nil {
-			return err
-		}
-		dest := make([]driver.Value, 1)
-		err = rows.Next(dest)
-		_ = rows.Close()
-		if err != nil {
-			return err
-		}
-		n, ok := dest[0].(int64)
-		if !ok {
-			return fmt.Errorf("user_version is %T", dest[0])
-		}
-		v, read = int(n), true
-		return driver.ErrBadConn // drop this connection
+		defer c.RegisterAuthorizer(authorize)
+		v, read, qerr = queryUserVersion(ctx, c)
+		return nil
 	})
-	if !read {
-		return 0, err
+	switch {
+	case read:
+		return v, nil
+	case qerr != nil:
+		return 0, qerr
 	}
-	return v, nil
+	return 0, err
+}
+
+func queryUserVersion(ctx context.Context, c *sqlite3.SQLiteConn) (int, bool, error) {
+	rows, err := c.QueryContext(ctx, "PRAGMA user_version", nil)
+	if err != nil {
+		return 0, false, err
+	}
+	dest := make([]driver.Value, 1)
+	err = rows.Next(dest)
+	_ = rows.Close()
+	if err != nil {
+		return 0, false, err
+	}
+	n, ok := dest[0].(int64)
+	if !ok {
+		return 0, false, fmt.Errorf("user_version is %T", dest[0])
+	}
+	return int(n), true, nil
 }
 
 // pool returns the pool, or an error after Close.

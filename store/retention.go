@@ -167,8 +167,10 @@ func (r *Root) sessionFileRaw(sid, suffix string) string {
 	return filepath.Join(r.dir, "sessions", sid+suffix)
 }
 
-// deleteSession closes the cached writer of sid, if any, and removes its files.
+// deleteSession closes the pooled reader and the cached writer of sid, if any, and removes
+// its files (Windows refuses to delete an open file).
 func (r *Root) deleteSession(sid string, files []string) error {
+	defer r.readers.evict(sid)()
 	r.mu.Lock()
 	e := r.sessions[sid]
 	r.mu.Unlock()

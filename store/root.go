@@ -26,6 +26,9 @@ type Root struct {
 	mu       sync.Mutex
 	sessions map[string]*sessionEntry
 	closed   bool
+
+	dash    dashCache  // per-session summaries of the dashboard reads (dashboard.go)
+	readers readerPool // open session readers, reused by OpenReader (readerpool.go)
 }
 
 // sessionEntry serializes opening, reopening and deleting one session's database without
@@ -86,8 +89,10 @@ func probeFTS5() error {
 // Dir returns the context root directory.
 func (r *Root) Dir() string { return r.dir }
 
-// Close closes every cached session database. Session fails after Close.
+// Close closes every cached session database and pooled reader (a reader still in use closes
+// with its Close). Session fails after Close; OpenReader still works, without the pool.
 func (r *Root) Close() error {
+	rerr := r.readers.closeAll() // first: a writer closing last checkpoints and removes its -wal
 	r.mu.Lock()
 	r.closed = true
 	entries := make([]*sessionEntry, 0, len(r.sessions))
@@ -95,7 +100,7 @@ func (r *Root) Close() error {
 		entries = append(entries, e)
 	}
 	r.mu.Unlock()
-	var errs []error
+	errs := []error{rerr}
 	for _, e := range entries {
 		e.mu.Lock()
 		if e.db != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +48,10 @@ type SearchOptions struct {
 	// rank fusion. Ignored for pattern searches.
 	QueryVector []float32
 	VectorModel string
+	// KeysOnly: hits carry Seq, MatchedTerms and Rank only (no thread, role, excerpt or
+	// neighbours), for a caller that ranks hits across many sessions and reads the details of
+	// the few it keeps with Reader.Details. Ignored for hybrid searches.
+	KeysOnly bool
 }
 
 // Hybrid ranking (contract: Search): the nearest rows taken from the vectors, and the k of
@@ -97,15 +102,46 @@ type SearchResult struct {
 //
 // Pattern: the regexp is tested against the first PatternChars characters of each row (hits,
 // newest first, and TotalMatches) and of each line (LineMatches, one line at a time, like
-// grep -c), until Budget runs out (TimedOut; the counts are then partial).
+// grep -c), until Budget runs out (TimedOut; both counts are then partial). Characters are
+// counted as SQLite's substr counts them, a NUL included.
 //
 // Roles and InContext filter hits and both counts. Each hit carries up to Context rows of its
 // thread before and after it.
 func (rd *Reader) Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
-	db, err := rd.pool()
+	c, err := rd.conn()
 	if err != nil {
 		return SearchResult{}, err
 	}
+	o = normalize(o)
+	words := queryWords(o.Query)
+	hybrid := o.Pattern == nil && len(o.QueryVector) > 0 && o.VectorModel != ""
+	var res SearchResult
+	switch {
+	case o.Pattern != nil && len(words) > 0:
+		return SearchResult{}, errors.New("search: give query or pattern, not both")
+	case o.Pattern != nil:
+		res, err = searchPattern(ctx, c, o)
+	case hybrid:
+		o.KeysOnly = false
+		res, err = searchHybrid(ctx, c, o, words)
+	case len(words) > 0:
+		res, err = searchQuery(ctx, c, o, words)
+	case strings.TrimSpace(o.Query) != "":
+		return res, nil // only separators ("-", "…"): FTS5 matches them nowhere
+	default:
+		return SearchResult{}, errors.New("search: give a query or a pattern")
+	}
+	if err == nil && o.Context > 0 && !o.KeysOnly {
+		err = addNeighbours(ctx, c, res.Hits, o.Context)
+	}
+	if err != nil {
+		return SearchResult{}, fmt.Errorf("search %s: %w", rd.path, err)
+	}
+	return res, nil
+}
+
+// normalize applies the defaults and clamps of SearchOptions.
+func normalize(o SearchOptions) SearchOptions {
 	if o.Limit == 0 {
 		o.Limit = DefaultSearchLimit
 	}
@@ -114,34 +150,43 @@ func (rd *Reader) Search(ctx context.Context, o SearchOptions) (SearchResult, er
 	if o.Budget <= 0 {
 		o.Budget = DefaultSearchBudget
 	}
-	words := queryWords(o.Query)
-	hybrid := o.Pattern == nil && len(o.QueryVector) > 0 && o.VectorModel != ""
-	var res SearchResult
-	switch {
-	case o.Pattern != nil && len(words) > 0:
-		return SearchResult{}, errors.New("search: give query or pattern, not both")
+	return o
+}
+
+// Details fills in what a KeysOnly search left out of hits (each with its Seq, and for a
+// query search its MatchedTerms and Rank): thread, role, kind, name, in_context, blob, the
+// excerpt around the first match and, with o.Context, the neighbours. o is the search the
+// hits came from (Query or Pattern, Context). A hit whose row no longer exists is an error.
+func (rd *Reader) Details(ctx context.Context, o SearchOptions, hits []Hit) error {
+	c, err := rd.conn()
+	if err != nil {
+		return err
+	}
+	o = normalize(o)
+	switch words := queryWords(o.Query); {
 	case o.Pattern != nil:
-		res, err = searchPattern(ctx, db, o)
-	case hybrid:
-		res, err = searchHybrid(ctx, db, o, words)
+		err = patternDetails(ctx, c, o.Pattern, hits, nil)
 	case len(words) > 0:
-		res, err = searchQuery(ctx, db, o, words)
-	case strings.TrimSpace(o.Query) != "":
-		return res, nil // only separators ("-", "…"): FTS5 matches them nowhere
+		err = queryDetails(ctx, c, anyWordQuery(words), hits)
 	default:
-		return SearchResult{}, errors.New("search: give a query or a pattern")
+		return errors.New("search details: give a query or a pattern")
+	}
+	if err == nil && o.Context > 0 {
+		err = addNeighbours(ctx, c, hits, o.Context)
 	}
 	if err != nil {
-		return SearchResult{}, fmt.Errorf("search %s: %w", rd.path, err)
+		return fmt.Errorf("search %s: %w", rd.path, err)
 	}
-	if o.Context > 0 {
-		for i := range res.Hits {
-			if err := neighbours(ctx, db, &res.Hits[i], o.Context); err != nil {
-				return SearchResult{}, fmt.Errorf("search %s: %w", rd.path, err)
-			}
+	return nil
+}
+
+func addNeighbours(ctx context.Context, c conn, hits []Hit, n int) error {
+	for i := range hits {
+		if err := neighbours(ctx, c, &hits[i], n); err != nil {
+			return err
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // queryWords splits a query on whitespace. A word that repeats another's tokens ("Fox",
@@ -192,7 +237,16 @@ func where(o SearchOptions, roleCol string, args []any) (string, []any) {
 	return " AND " + strings.Join(conds, " AND "), args
 }
 
-func searchQuery(ctx context.Context, db *sql.DB, o SearchOptions, words []string) (SearchResult, error) {
+// anyWordQuery is the FTS5 expression matching a row with any of words.
+func anyWordQuery(words []string) string {
+	phrases := make([]string, len(words))
+	for i, w := range words {
+		phrases[i] = ftsString(w)
+	}
+	return strings.Join(phrases, " OR ")
+}
+
+func searchQuery(ctx context.Context, db conn, o SearchOptions, words []string) (SearchResult, error) {
 	var res SearchResult
 	phrases := make([]string, len(words))
 	for i, w := range words {
@@ -270,20 +324,31 @@ func searchQuery(ctx context.Context, db *sql.DB, o SearchOptions, words []strin
 	}
 	rows.Close()
 
-	// Details and the excerpt: highlight() marks the matched tokens, so the first byte where
-	// it differs from the text is where the first match starts.
-	st, err := db.PrepareContext(ctx, "SELECT m.thread, m.role, m.kind, coalesce(m.name, ''), m.in_context, coalesce(m.blob_id, ''), m.text, "+
+	if o.KeysOnly {
+		return res, nil
+	}
+	return res, queryDetails(ctx, db, anyWord, res.Hits)
+}
+
+// queryDetails reads the row of each hit and its excerpt around the first match of anyWord.
+// highlight() marks the matched tokens, so the first byte where it differs from the text is
+// where the first match starts.
+func queryDetails(ctx context.Context, db conn, anyWord string, hits []Hit) error {
+	if len(hits) == 0 {
+		return nil
+	}
+	st, err := db.prepare(ctx, "SELECT m.thread, m.role, m.kind, coalesce(m.name, ''), m.in_context, coalesce(m.blob_id, ''), m.text, "+
 		"highlight(messages_fts, 0, char(1), char(2)) FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid "+
 		"WHERE messages_fts MATCH ? AND messages_fts.rowid = ?")
 	if err != nil {
-		return res, fmt.Errorf("read hits: %w", err)
+		return fmt.Errorf("read hits: %w", err)
 	}
-	defer st.Close()
-	for i := range res.Hits {
-		h := &res.Hits[i]
+	defer st.done()
+	for i := range hits {
+		h := &hits[i]
 		var text, marked string
 		if err := st.QueryRowContext(ctx, anyWord, h.Seq).Scan(&h.Thread, &h.Role, &h.Kind, &h.Name, &h.InContext, &h.BlobID, &text, &marked); err != nil {
-			return res, fmt.Errorf("read hit %d: %w", h.Seq, err)
+			return fmt.Errorf("read hit %d: %w", h.Seq, err)
 		}
 		pos := 0
 		for pos < len(text) && pos < len(marked) && text[pos] == marked[pos] {
@@ -291,13 +356,13 @@ func searchQuery(ctx context.Context, db *sql.DB, o SearchOptions, words []strin
 		}
 		h.Excerpt = excerpt(text, pos, ExcerptChars)
 	}
-	return res, nil
+	return nil
 }
 
 // searchHybrid fuses the lexical ranking (as searchQuery orders it) with the HybridNearest
 // rows nearest by cosine: each row scores Σ 1/(60 + rank) over the lists it is in. Counts
 // stay lexical. Rank is the negated score; Similarity is set for every hit with a vector.
-func searchHybrid(ctx context.Context, db *sql.DB, o SearchOptions, words []string) (SearchResult, error) {
+func searchHybrid(ctx context.Context, db conn, o SearchOptions, words []string) (SearchResult, error) {
 	var res SearchResult
 	if len(words) > 0 {
 		lo := o
@@ -311,7 +376,7 @@ func searchHybrid(ctx context.Context, db *sql.DB, o SearchOptions, words []stri
 		res.Hits = nil
 		return res, nil
 	}
-	near, sims, err := nearest(ctx, db, o, HybridNearest)
+	near, sims, err := nearest(ctx, db.db, o, HybridNearest)
 	if err != nil {
 		return res, err
 	}
@@ -332,12 +397,12 @@ func searchHybrid(ctx context.Context, db *sql.DB, o SearchOptions, words []stri
 	if len(order) > o.Limit {
 		order = order[:o.Limit]
 	}
-	st, err := db.PrepareContext(ctx, "SELECT thread, role, kind, coalesce(name, ''), in_context, coalesce(blob_id, ''), substr(text, 1, "+
+	st, err := db.prepare(ctx, "SELECT thread, role, kind, coalesce(name, ''), in_context, coalesce(blob_id, ''), substr(text, 1, "+
 		strconv.Itoa(ExcerptChars+1)+") FROM messages WHERE seq = ?")
 	if err != nil {
 		return res, fmt.Errorf("read hits: %w", err)
 	}
-	defer st.Close()
+	defer st.done()
 	hits := make([]Hit, len(order))
 	for i, seq := range order {
 		h, lexical := byseq[seq]
@@ -374,110 +439,236 @@ func numbered(filter string, from int) string {
 	}
 }
 
-func searchPattern(ctx context.Context, db *sql.DB, o SearchOptions) (SearchResult, error) {
+// searchPattern scans the rows under the filters newest first, testing the regexp against
+// each row's first PatternChars characters (hits and TotalMatches) and each of its lines' (the
+// rows of the lines table are the \n-separated lines of the row text, with the row's role, so
+// LineMatches is counted from the row text in the same pass, without reading lines).
+func searchPattern(ctx context.Context, db conn, o SearchOptions) (SearchResult, error) {
 	var res SearchResult
 	deadline := time.Now().Add(o.Budget)
 	re := o.Pattern
-	type found struct {
-		seq int64
-		pos int // byte offset of the match
-	}
-	var hits []found
+	lc := newLineCounter(re)
+	var hits []Hit
+	var pos []int // byte offset of each hit's match
 
 	filter, args := where(o, "m.role", nil)
-	done, err := scanBlocks(ctx, db, "m.seq", "substr(m.text, 1, "+strconv.Itoa(PatternChars)+")", "messages m", filter, args, deadline,
-		func(seq int64, text []byte) {
-			if len(hits) < o.Limit {
-				if loc := re.FindIndex(text); loc != nil {
-					hits = append(hits, found{seq, loc[0]})
-					res.TotalMatches++
-				}
-			} else if re.Match(text) {
-				res.TotalMatches++
+	if g := globLiteral(re); g != "" {
+		// Rows without the literal every match starts with can match neither as rows nor by
+		// their lines: SQLite leaves them out before they are copied (GLOB reads up to a NUL,
+		// so a text with one passes anyway).
+		filter += " AND (m.text GLOB ? OR octet_length(printf('%s', m.text)) < octet_length(m.text))"
+		args = append(args, g)
+	}
+	done, err := scanRows(ctx, db, filter, args, deadline, func(seq int64, head, text string, cut bool) {
+		matched := false
+		if len(hits) < o.Limit {
+			if loc := re.FindStringIndex(head); loc != nil {
+				hits = append(hits, Hit{Seq: seq, Rank: -float64(seq)})
+				pos = append(pos, loc[0])
+				matched = true
 			}
-		})
+		} else {
+			matched = re.MatchString(head)
+		}
+		if matched {
+			res.TotalMatches++
+		}
+		res.LineMatches += lc.count(text, matched || cut)
+	})
 	if err != nil {
 		return res, fmt.Errorf("scan rows: %w", err)
 	}
 	res.TimedOut = !done
-
-	if done {
-		from := "lines l"
-		if o.InContext != nil {
-			from += " JOIN messages m ON m.seq = l.message_seq"
-		}
-		filter, args := where(o, "l.role", nil)
-		done, err = scanBlocks(ctx, db, "l.id", "substr(l.text, 1, "+strconv.Itoa(PatternChars)+")", from, filter, args, deadline,
-			func(_ int64, text []byte) {
-				if re.Match(text) {
-					res.LineMatches++
-				}
-			})
-		if err != nil {
-			return res, fmt.Errorf("scan lines: %w", err)
-		}
-		res.TimedOut = !done
-	}
-
-	if len(hits) == 0 {
+	res.Hits = hits
+	if len(hits) == 0 || o.KeysOnly {
 		return res, nil
 	}
-	// The excerpt may run past the characters the pattern saw.
-	st, err := db.PrepareContext(ctx, "SELECT thread, role, kind, coalesce(name, ''), in_context, coalesce(blob_id, ''), substr(text, 1, "+
-		strconv.Itoa(PatternChars+ExcerptChars)+") FROM messages WHERE seq = ?")
-	if err != nil {
-		return res, fmt.Errorf("read hits: %w", err)
-	}
-	defer st.Close()
-	res.Hits = make([]Hit, len(hits))
-	for i, f := range hits {
-		h := &res.Hits[i]
-		h.Seq, h.Rank = f.seq, -float64(f.seq)
-		var text string
-		if err := st.QueryRowContext(ctx, f.seq).Scan(&h.Thread, &h.Role, &h.Kind, &h.Name, &h.InContext, &h.BlobID, &text); err != nil {
-			return res, fmt.Errorf("read hit %d: %w", f.seq, err)
-		}
-		h.Excerpt = excerpt(text, f.pos, ExcerptChars)
-	}
-	return res, nil
+	return res, patternDetails(ctx, db, re, hits, pos)
 }
 
-// scanBlock is how many rows scanBlocks reads per statement: at most 256 × 20,000 characters
-// (80 MB would pass maxValueLength; 256 rows stay under 21 MB).
-const scanBlock = 256
+// patternDetails reads the row of each hit and its excerpt around the first match of re in
+// its first PatternChars characters (at pos[i] when pos is given).
+func patternDetails(ctx context.Context, db conn, re *regexp.Regexp, hits []Hit, pos []int) error {
+	// The excerpt may run past the characters the pattern saw. The text is cut as bytes (a
+	// character takes at most 4 in UTF-8) and then as characters: substr on text would stop
+	// at a NUL, which the scan counts as a character.
+	st, err := db.prepare(ctx, "SELECT thread, role, kind, coalesce(name, ''), in_context, coalesce(blob_id, ''), substr(CAST(text AS BLOB), 1, "+
+		strconv.Itoa(4*(PatternChars+ExcerptChars))+") FROM messages WHERE seq = ?")
+	if err != nil {
+		return fmt.Errorf("read hits: %w", err)
+	}
+	defer st.done()
+	for i := range hits {
+		h := &hits[i]
+		var text string
+		if err := st.QueryRowContext(ctx, h.Seq).Scan(&h.Thread, &h.Role, &h.Kind, &h.Name, &h.InContext, &h.BlobID, &text); err != nil {
+			return fmt.Errorf("read hit %d: %w", h.Seq, err)
+		}
+		text = headChars(text, PatternChars+ExcerptChars)
+		at := 0
+		if pos != nil {
+			at = pos[i]
+		} else if loc := re.FindStringIndex(headChars(text, PatternChars)); loc != nil {
+			at = loc[0]
+		}
+		h.Excerpt = excerpt(text, at, ExcerptChars)
+	}
+	return nil
+}
 
-// scanBlocks calls fn for each row of "SELECT key, text FROM from WHERE filter" in descending
-// key order, until deadline; done is false when the deadline stopped it. Rows come back in
-// blocks, each block one value of "<key>:<bytes>:<text>" entries, because a driver round trip
-// per row costs more than the regexp test: 421,000 lines scanned in 290 ms one row at a time.
-// The byte length makes the framing exact whatever the text holds.
-func scanBlocks(ctx context.Context, db *sql.DB, key, text, from, filter string, args []any, deadline time.Time, fn func(key int64, text []byte)) (done bool, err error) {
-	q := "SELECT count(*), min(k), group_concat(k || ':' || octet_length(t) || ':' || t, '') FROM (SELECT " + key + " AS k, " + text +
-		" AS t FROM " + from + " WHERE " + key + " < ?1" + numbered(filter, 2) + " ORDER BY " + key + " DESC LIMIT " + strconv.Itoa(scanBlock) + ")"
-	st, err := db.PrepareContext(ctx, q)
+// headChars is the first n characters of s as SQLite's substr(s, 1, n) counts them: a byte
+// from 0xc0 up starts a character that takes the 0x80–0xbf bytes after it; any other byte
+// is one character.
+func headChars(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := 0
+	for k := 0; k < n && i < len(s); k++ {
+		c := s[i]
+		i++
+		if c >= 0xc0 {
+			for i < len(s) && s[i]&0xc0 == 0x80 {
+				i++
+			}
+		}
+	}
+	return s[:i]
+}
+
+// lineCounter counts the lines of a row text whose first PatternChars characters match a
+// regexp, as grep -c over the lines table would.
+type lineCounter struct {
+	re *regexp.Regexp
+	// prefix is a literal every match starts with ("" when none): a line without it cannot
+	// match.
+	prefix string
+	// substring: the regexp has no empty-width assertion (^, $, \A, \z, \b, \B), so it
+	// matches a line only if it matches the whole text (a line is a substring of it).
+	substring bool
+}
+
+func newLineCounter(re *regexp.Regexp) *lineCounter {
+	lc := &lineCounter{re: re}
+	lc.prefix, _ = re.LiteralPrefix()
+	if t, err := syntax.Parse(re.String(), syntax.Perl); err == nil {
+		lc.substring = !hasEmptyWidth(t)
+	}
+	return lc
+}
+
+func hasEmptyWidth(t *syntax.Regexp) bool {
+	switch t.Op {
+	case syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return true
+	}
+	return slices.ContainsFunc(t.Sub, hasEmptyWidth)
+}
+
+// count returns the number of matching lines of text. maybe is false when the text is known
+// not to match the regexp (its first PatternChars characters, which are all of it, did not).
+func (lc *lineCounter) count(text string, maybe bool) int {
+	if lc.prefix != "" && !strings.Contains(text, lc.prefix) {
+		return 0
+	}
+	if lc.substring && (!maybe || !lc.re.MatchString(text)) {
+		return 0
+	}
+	n := 0
+	for {
+		line, rest, more := strings.Cut(text, "\n")
+		if (lc.prefix == "" || strings.Contains(line, lc.prefix)) && lc.re.MatchString(headChars(line, PatternChars)) {
+			n++
+		}
+		if !more {
+			return n
+		}
+		text = rest
+	}
+}
+
+// globLiteral returns a GLOB pattern that every text holding a match of re matches: the
+// literal every match starts with between stars, cut after its last ASCII character (SQLite
+// reads a stray continuation byte after a multi-byte character as part of it, Go does not),
+// "" when there is none or it holds a character SQLite reads as U+FFFD.
+func globLiteral(re *regexp.Regexp) string {
+	lit, _ := re.LiteralPrefix()
+	end := 0
+	for i, r := range lit {
+		switch {
+		case r == utf8.RuneError || r == 0xfffe || r == 0xffff || r == 0:
+			return ""
+		case r < utf8.RuneSelf:
+			end = i + 1
+		}
+	}
+	if end == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteByte('*')
+	for _, c := range []byte(lit[:end]) {
+		switch c {
+		case '*', '?', '[':
+			b.WriteByte('[')
+			b.WriteByte(c)
+			b.WriteByte(']')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('*')
+	return b.String()
+}
+
+// Pattern scan blocks: scanRows reads rows a block at a time, each block one value of
+// "<seq>:<bytes>:<head>" entries, because a driver round trip per row costs more than the
+// regexp test. Blocks aim at scanBlockBytes, under the size where SQLite's and Go's
+// allocators hand out fresh pages (page faults, and TLB flushes when Go gives them back, cost
+// more than the copy on a small VM), between 1 and scanBlockRows rows; a block is at most
+// 256 × 20,000 characters (80 MB would pass maxValueLength; 256 rows stay under 21 MB).
+const (
+	scanBlockBytes = 24 << 10
+	scanBlockRows  = 256
+)
+
+// scanRows calls fn for each messages row m under filter in descending seq order, until
+// deadline; done is false when the deadline stopped it. head is the row's first PatternChars
+// characters (headChars; a NUL is a character), text all of it; cut is true when text is
+// longer than head. A row of more than PatternChars bytes is read whole on its own, the others
+// in blocks. The byte length makes the framing exact whatever the text holds.
+func scanRows(ctx context.Context, db conn, filter string, args []any, deadline time.Time, fn func(seq int64, head, text string, cut bool)) (done bool, err error) {
+	pc := strconv.Itoa(PatternChars)
+	q := "SELECT count(*), min(k), coalesce(group_concat(k || ':' || octet_length(t) || ':' || t, ''), ''), " +
+		"coalesce(group_concat(CASE WHEN n > octet_length(t) THEN k END, ','), '') " +
+		"FROM (SELECT m.seq AS k, CASE WHEN octet_length(m.text) <= " + pc + " THEN m.text ELSE '' END AS t, " +
+		"octet_length(m.text) AS n FROM messages m WHERE m.seq < ?1" + numbered(filter, 3) + " ORDER BY m.seq DESC LIMIT ?2)"
+	st, err := db.prepare(ctx, q)
 	if err != nil {
 		return false, err
 	}
-	defer st.Close()
+	defer st.done()
 	type entry struct {
 		key  int64
-		text []byte
+		text string
 	}
 	var entries []entry
-	last := int64(1) << 62
+	var long map[int64]bool
+	last, limit := int64(1)<<62, 32
 	for first := true; ; first = false {
 		if !first && time.Now().After(deadline) {
 			return false, nil
 		}
 		var n int
 		var minKey sql.NullInt64
-		var block []byte
-		if err := st.QueryRowContext(ctx, append([]any{last}, args...)...).Scan(&n, &minKey, &block); err != nil {
+		var block, cut string
+		if err := st.QueryRowContext(ctx, append([]any{last, limit}, args...)...).Scan(&n, &minKey, &block, &cut); err != nil {
 			return false, err
 		}
 		if n == 0 {
 			return true, nil
 		}
+		limit = min(max(limit*scanBlockBytes/max(len(block), 1), 1), scanBlockRows)
 		entries = entries[:0]
 		for len(block) > 0 {
 			var e entry
@@ -493,31 +684,58 @@ func scanBlocks(ctx context.Context, db *sql.DB, key, text, from, filter string,
 			e.text, block = block[:size], block[size:]
 			entries = append(entries, e)
 		}
+		clear(long)
+		for f := range strings.SplitSeq(cut, ",") {
+			if f == "" {
+				continue
+			}
+			k, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				return false, fmt.Errorf("malformed scan block")
+			}
+			if long == nil {
+				long = map[int64]bool{}
+			}
+			long[k] = true
+		}
 		// group_concat keeps the subquery's order in practice; sorting makes it a guarantee.
 		slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(b.key, a.key) })
 		for i, e := range entries {
 			if i%budgetEvery == budgetEvery-1 && time.Now().After(deadline) {
 				return false, nil
 			}
-			fn(e.key, e.text)
+			head, text := e.text, e.text
+			if long[e.key] {
+				if err := db.QueryRowContext(ctx, "SELECT text FROM messages WHERE seq = ?", e.key).Scan(&text); err != nil {
+					return false, fmt.Errorf("read row %d: %w", e.key, err)
+				}
+				head = headChars(text, PatternChars)
+			}
+			fn(e.key, head, text, len(head) < len(text))
 		}
 		last = minKey.Int64
 	}
 }
 
-// cutInt parses the decimal integer before the first ':' of b and returns the rest after it.
-func cutInt(b []byte) (int64, []byte, error) {
-	i := slices.Index(b, ':')
-	if i <= 0 {
-		return 0, nil, errors.New("no number")
+// cutInt parses the decimal integer before the first ':' of s and returns the rest after it.
+func cutInt(s string) (int64, string, error) {
+	var n int64
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9' && i < 18:
+			n = n*10 + int64(c-'0')
+		case c == ':' && i > 0:
+			return n, s[i+1:], nil
+		default:
+			return 0, "", errors.New("no number")
+		}
 	}
-	n, err := strconv.ParseInt(string(b[:i]), 10, 64)
-	return n, b[i+1:], err
+	return 0, "", errors.New("no number")
 }
 
 // neighbours fills h.Before and h.After with up to n rows of h's thread on each side, in seq
 // order.
-func neighbours(ctx context.Context, db *sql.DB, h *Hit, n int) error {
+func neighbours(ctx context.Context, db conn, h *Hit, n int) error {
 	cols := "SELECT seq, role, kind, coalesce(name, ''), substr(text, 1, " + strconv.Itoa(NeighbourChars+1) + ") FROM messages WHERE thread = ? AND "
 	read := func(q string) ([]Neighbour, error) {
 		rows, err := db.QueryContext(ctx, q, h.Thread, h.Seq, n)

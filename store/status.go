@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,8 +123,9 @@ type statusEvent struct {
 // before now. Each database is opened the way OpenReader opens it (read-only, with the
 // authorizer, leaving retention's mtimes alone); version 1 databases have no events and
 // version 2 no usage columns. A database that cannot be read (locked, newer schema, not a
-// database) is skipped and counted. The error is for an unreadable sessions/ folder or a
-// cancelled ctx.
+// database) is skipped and counted. Each session's events are cached with the size and mtime
+// of its files (see Sessions) and the window start, so a later window start reuses them. The
+// error is for an unreadable sessions/ folder or a cancelled ctx.
 func (r *Root) Status(ctx context.Context, now time.Time, hours int) (Status, error) {
 	if hours < StatusMinHours || hours > StatusMaxHours {
 		return Status{}, fmt.Errorf("status: hours must be an integer from %d to %d, not %d", StatusMinHours, StatusMaxHours, hours)
@@ -139,25 +139,21 @@ func (r *Root) Status(ctx context.Context, now time.Time, hours int) (Status, er
 		Note:       statusCheckoutNote,
 		Usage:      UsageStatus{Breakpoints: map[string]int{}, BreakpointLayouts: map[string]int{}},
 	}
-	entries, err := os.ReadDir(filepath.Join(r.dir, "sessions"))
+	files, err := r.listSessionFiles()
 	if err != nil {
 		return Status{}, fmt.Errorf("status: %w", err)
 	}
 	agg := newStatusAgg(&st)
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".db") || !e.Type().IsRegular() {
-			continue
-		}
+	for i := range files {
 		if err := ctx.Err(); err != nil {
 			return Status{}, err
 		}
-		sid := strings.TrimSuffix(name, ".db")
+		sid := files[i].sid
 		if checkSID(sid) != nil {
 			agg.skip(sid, "the file name is not a session id")
 			continue
 		}
-		events, err := r.statusEvents(ctx, sid, formatTime(since))
+		events, err := r.cachedStatusEvents(ctx, &files[i], st.Since)
 		switch {
 		case errors.Is(err, ErrNoSchema):
 			st.Sessions++ // created, nothing committed yet
@@ -174,6 +170,7 @@ func (r *Root) Status(ctx context.Context, now time.Time, hours int) (Status, er
 		}
 	}
 	agg.finish()
+	r.dash.prune(files)
 	return st, nil
 }
 

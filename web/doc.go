@@ -1,11 +1,19 @@
-// Package web will own the local dashboard and the JSON control API (DESIGN.md §5, §9):
-// the chi routes for / and /ui/… (templ components, htmx), /api/… for the tray and the CLI
-// (status, per-agent toggles), events, sessions, search and charts.
+// Package web serves the local dashboard and the JSON control API (DESIGN.md §5, §9): the
+// chi routes for / and /ui/… (templ components in web/ui, htmx) and /api/… for the tray and
+// the CLI. Mount registers them on app's router, inside its Host check (DNS rebinding).
+//
+// Pages: the overview (service, per-agent switches, pause, the last 24 hours, tokens saved
+// per day), sessions (list, one session's rows, usage and prompt-tokens chart, blobs),
+// search across sessions (the MCP search engine) and settings. Charts are server-rendered
+// SVG; every page works without JavaScript, htmx only swaps fragments.
+//
+// Security: every response carries CSP default-src 'self' (no inline script or style
+// anywhere), nosniff, frame-ancestors none; state-changing /ui requests pass
+// http.CrossOriginProtection and a per-process CSRF token; /api refuses browsers and needs
+// the bearer token (constant-time compare). Handlers return errors; one adapter (handle)
+// writes the user-safe message and logs the cause.
 //
 // It may import store and assets, nothing else of ours; only app imports it. It loads
-// nothing from a CDN, checks the Host header, requires a CSRF token on state-changing
-// requests and sends CSP default-src 'self'. It flips the per-agent toggles through an
-// interface it declares and app satisfies, never by importing app.
-//
-// Empty for now: a later issue fills it.
+// nothing from a CDN. It changes the switches through Control, which app implements, never
+// by importing app.
 package web

@@ -1,0 +1,460 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// Arms of the overhead comparison.
+const (
+	armDirect = iota // (a) straight to the upstream
+	armBare          // (b) through httputil.ReverseProxy
+	armServe         // (c) through smarter-compact serve
+	nArms
+)
+
+var armNames = [nArms]string{"direct", "bare proxy", "serve"}
+
+// overheadTrimAt is serve's threshold in the overhead runs: above the largest request
+// (400k tokens), so a warm request is never trimmed; new cuts are forced (sessions/<sid>.force).
+const overheadTrimAt = 1_000_000
+
+// latencyCase is one stream of the overhead run.
+type latencyCase struct {
+	Tokens int
+	Kind   string // "warm" or "new cut"
+	N      int
+	// TTFB and TTLB per arm, in ms, one per request (request i is the same body in every arm).
+	TTFB, TTLB [nArms][]float64
+	Bytes      int // mean request body bytes
+}
+
+type rpsCase struct {
+	Sessions int
+	RPS      [nArms]float64
+	P50      [nArms]float64 // last-byte latency, ms
+	// serve's VmHWM (a fresh serve per level): after the first round, which holds exactly
+	// Sessions sessions, and after all rounds (SessionsSeen sessions).
+	PeakMB, PeakAllMB float64
+	SessionsSeen      int
+	Requests          [nArms]int
+}
+
+type overheadResult struct {
+	Cases        []*latencyCase
+	RPS          []*rpsCase
+	RPSTokens    int
+	RPSSeconds   float64
+	PeakMB       float64   // serve's VmHWM over the whole latency run
+	PeakSessions int       // sessions serve saw in the latency run
+	Profiles     *profiles // serve under pprof; nil without Profile in the plan
+	CutChecked   int       // new-cut sessions checked for exactly one trim event
+}
+
+// rig is the three arms of the overhead run.
+type rig struct {
+	urls    [nArms]string
+	clients [nArms]*http.Client
+	serve   *proc
+	mu      sync.Mutex
+	seen    map[string]bool // session ids sent to serve
+}
+
+func newClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 128,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}}
+}
+
+// send posts body as Claude Code does and reads the whole event stream: the time to the
+// first byte of the body and to its end. The stream must carry streamEvents events and end
+// with message_stop.
+func (r *rig) send(arm int, sid string, body []byte) (ttfb, ttlb time.Duration, err error) {
+	if arm == armServe {
+		r.mu.Lock()
+		if r.seen == nil {
+			r.seen = map[string]bool{}
+		}
+		r.seen[sid] = true
+		r.mu.Unlock()
+	}
+	req, _ := http.NewRequest(http.MethodPost, r.urls[arm], bytes.NewReader(body))
+	setClaudeHeaders(req.Header, sid)
+	start := time.Now()
+	resp, err := r.clients[arm].Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 2000))
+		return 0, 0, fmt.Errorf("%s: status %d: %s", armNames[arm], resp.StatusCode, b)
+	}
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	if _, err := br.Peek(1); err != nil {
+		return 0, 0, fmt.Errorf("%s: first byte: %w", armNames[arm], err)
+	}
+	ttfb = time.Since(start)
+	events, stopped := 0, false
+	for {
+		line, err := br.ReadSlice('\n')
+		if bytes.HasPrefix(line, []byte("event: ")) {
+			events++
+			stopped = bytes.HasPrefix(line, []byte("event: message_stop"))
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return 0, 0, fmt.Errorf("%s: read stream: %w", armNames[arm], err)
+		}
+	}
+	ttlb = time.Since(start)
+	if events != streamEvents || !stopped {
+		return 0, 0, fmt.Errorf("%s: %d events (message_stop last: %v), want %d", armNames[arm], events, stopped, streamEvents)
+	}
+	return ttfb, ttlb, nil
+}
+
+func setClaudeHeaders(h http.Header, sid string) {
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Api-Key", "sk-ant-bench")
+	h.Set("Anthropic-Version", "2023-06-01")
+	h.Set("Anthropic-Beta", "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27")
+	h.Set("X-Claude-Code-Session-Id", sid)
+	h.Set("User-Agent", "claude-cli/2.1.332 (external, sdk-cli)")
+}
+
+// all sends body to every arm, unmeasured (session primes).
+func (r *rig) all(sid string, body []byte) error {
+	for arm := 0; arm < nArms; arm++ {
+		if _, _, err := r.send(arm, sid, body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// measure sends body to the three arms in an order that rotates with i, so no arm always
+// goes first on a warm connection or a fresh CPU cache.
+func (r *rig) measure(lc *latencyCase, i int, sid string, body []byte) error {
+	for k := 0; k < nArms; k++ {
+		arm := (i + k) % nArms
+		fb, lb, err := r.send(arm, sid, body)
+		if err != nil {
+			return err
+		}
+		lc.TTFB[arm] = append(lc.TTFB[arm], ms(fb))
+		lc.TTLB[arm] = append(lc.TTLB[arm], ms(lb))
+	}
+	return nil
+}
+
+// forceCut makes serve's next request of sid a new cut (contract: sessions/<sid>.force).
+func forceCut(stateDir, sid string) error {
+	return os.WriteFile(filepath.Join(stateDir, "context", "sessions", sid+".force"), nil, 0o600)
+}
+
+// overheadPlan sets the sizes and sample counts.
+type overheadPlan struct {
+	Tokens     []int
+	WarmN      map[int]int
+	CutN       map[int]int
+	RPSTokens  int
+	RPSLevels  []int
+	RPSSeconds float64
+	Profile    bool
+}
+
+func runOverhead(ctx context.Context, pl overheadPlan, bin, tmp string, logf func(string, ...any)) (*overheadResult, error) {
+	res := &overheadResult{RPSTokens: pl.RPSTokens, RPSSeconds: pl.RPSSeconds}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	upstream := &http.Server{Handler: leanUpstream(), ReadHeaderTimeout: 10 * time.Second}
+	go upstream.Serve(ln)
+	defer upstream.Close()
+	upURL := "http://" + ln.Addr().String()
+
+	bare, err := startRole("bare-proxy", tmp, "bare-proxy", serveConfig{Upstream: upURL}, upURL)
+	if err != nil {
+		return nil, err
+	}
+	defer bare.stop()
+	cfg := serveConfig{Upstream: upURL, TrimAt: overheadTrimAt}
+	srv, err := startServe("serve-overhead", bin, tmp, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	r := &rig{serve: srv}
+	r.urls = [nArms]string{upURL + "/v1/messages?beta=true", bare.url() + "/claude-code/v1/messages?beta=true", srv.url() + "/claude-code/v1/messages?beta=true"}
+	for i := range r.clients {
+		r.clients[i] = newClient()
+	}
+
+	var cutSIDs []string
+	for _, tokens := range pl.Tokens {
+		for _, kind := range []string{"warm", "new cut"} {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			n := pl.WarmN[tokens]
+			if kind == "new cut" {
+				n = pl.CutN[tokens]
+			}
+			lc := &latencyCase{Tokens: tokens, Kind: kind, N: n}
+			start := time.Now()
+			var sids []string
+			var err error
+			if kind == "warm" {
+				err = warmStream(r, lc, fmt.Sprintf("bench-warm-%d", tokens), nil)
+			} else {
+				sids, err = cutStream(r, lc, fmt.Sprintf("bench-cut-%d", tokens), srv.stateDir)
+				if len(sids) > 0 {
+					cutSIDs = append(cutSIDs, sids[0], sids[len(sids)-1])
+				}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("overhead %dk %s: %w", tokens/1000, kind, err)
+			}
+			res.Cases = append(res.Cases, lc)
+			logf("overhead %s %s: n=%d in %s; last-byte p50 direct %.2f / bare %.2f / serve %.2f ms", ktok(tokens), kind, n,
+				time.Since(start).Round(time.Millisecond), pct(lc.TTLB[armDirect], 50), pct(lc.TTLB[armBare], 50), pct(lc.TTLB[armServe], 50))
+		}
+	}
+	res.PeakMB, res.PeakSessions = srv.peakMB(), len(r.seen)
+	// Every forced cut must have made exactly one trim.
+	if err := srv.stop(); err != nil {
+		return nil, err
+	}
+	root, err := store.Open(filepath.Join(srv.stateDir, "context"))
+	if err != nil {
+		return nil, err
+	}
+	for _, sid := range cutSIDs {
+		n, err := queryInt(root, sid, `SELECT count(*) FROM events WHERE kind = 'trim'`)
+		if err != nil {
+			root.Close()
+			return nil, err
+		}
+		if n != 1 {
+			root.Close()
+			return nil, fmt.Errorf("overhead: new-cut session %s has %d trim events, want 1", sid, n)
+		}
+		res.CutChecked++
+	}
+	root.Close()
+
+	// Throughput, and serve's peak RSS, on a fresh serve per concurrency level.
+	for _, c := range pl.RPSLevels {
+		srv2, err := startServe(fmt.Sprintf("serve-rps%d", c), bin, tmp, cfg)
+		if err != nil {
+			return nil, err
+		}
+		r.serve = srv2
+		r.urls[armServe] = srv2.url() + "/claude-code/v1/messages?beta=true"
+		rc, err := rpsRun(ctx, r, srv2, c, pl.RPSTokens, pl.RPSSeconds)
+		if err != nil {
+			srv2.stop()
+			return nil, fmt.Errorf("throughput at %d sessions: %w", c, err)
+		}
+		if err := srv2.stop(); err != nil {
+			return nil, err
+		}
+		res.RPS = append(res.RPS, rc)
+		logf("throughput %d sessions: direct %.0f / bare %.0f / serve %.0f req/s; serve peak RSS %.1f MB with %d sessions, %.1f MB after %d", c,
+			rc.RPS[armDirect], rc.RPS[armBare], rc.RPS[armServe], rc.PeakMB, c, rc.PeakAllMB, rc.SessionsSeen)
+	}
+
+	if pl.Profile {
+		if res.Profiles, err = profileServe(ctx, r, tmp, cfg, pl); err != nil {
+			return nil, fmt.Errorf("profile: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// warmStream: a session whose previous request serve has seen; each measured request adds
+// one tool step. A session is replaced (its first request unmeasured) once it grew by a
+// tenth, to keep the size near lc.Tokens.
+func warmStream(r *rig, lc *latencyCase, prefix string, onlyArm *int) error {
+	sessions := 0
+	var c *convo
+	fresh := func() error {
+		sessions++
+		c = convoOf(fmt.Sprintf("%s-%04d", prefix, sessions), lc.Tokens)
+		if onlyArm != nil {
+			_, _, err := r.send(*onlyArm, c.sid, c.body())
+			return err
+		}
+		return r.all(c.sid, c.body())
+	}
+	if err := fresh(); err != nil {
+		return err
+	}
+	limit := lc.Tokens + max(lc.Tokens/10, 1000)
+	total := 0
+	for i := 0; i < lc.N; i++ {
+		c.add()
+		if c.size() > limit {
+			if err := fresh(); err != nil {
+				return err
+			}
+			c.add()
+		}
+		body := c.body()
+		total += len(body)
+		if onlyArm != nil {
+			if _, _, err := r.send(*onlyArm, c.sid, body); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.measure(lc, i, c.sid, body); err != nil {
+			return err
+		}
+	}
+	lc.Bytes = total / max(lc.N, 1)
+	return nil
+}
+
+// cutStream: each measured request makes a new cut on a session warmed (unmeasured, in every
+// arm) with the same history minus one step. It returns the session ids.
+func cutStream(r *rig, lc *latencyCase, prefix, stateDir string) ([]string, error) {
+	base := convoOf(prefix+"-0000", lc.Tokens)
+	var sids []string
+	total := 0
+	for i := 0; i < lc.N; i++ {
+		c := base.clone()
+		c.sid = fmt.Sprintf("%s-%04d", prefix, i+1)
+		c.tail = strings.Replace(base.tail, base.sid, c.sid, 1)
+		if err := r.all(c.sid, c.body()); err != nil {
+			return sids, err
+		}
+		if stateDir != "" {
+			if err := forceCut(stateDir, c.sid); err != nil {
+				return sids, err
+			}
+		}
+		c.add()
+		body := c.body()
+		total += len(body)
+		if err := r.measure(lc, i, c.sid, body); err != nil {
+			return sids, err
+		}
+		sids = append(sids, c.sid)
+	}
+	lc.Bytes = total / max(lc.N, 1)
+	return sids, nil
+}
+
+// rpsSteps is how many warm requests each session sends in one round of a throughput run:
+// about 13k tokens of growth on a 120k session.
+const rpsSteps = 30
+
+// rpsRun measures requests per second with sessions concurrent sessions against each arm:
+// rounds of fresh sessions, primed (unmeasured, their first request is a cold store of the
+// whole history), then each sending rpsSteps warm requests back to back; rounds repeat until
+// the measured time reaches seconds. srv must be fresh: its VmHWM after the first round is
+// the peak with exactly sessions sessions.
+func rpsRun(ctx context.Context, r *rig, srv *proc, sessions, tokens int, seconds float64) (*rpsCase, error) {
+	rc := &rpsCase{Sessions: sessions}
+	gen := 0
+	for _, arm := range []int{armBare, armServe, armDirect} {
+		var measured time.Duration
+		count := 0
+		var lat []float64
+		for round := 0; measured.Seconds() < seconds && ctx.Err() == nil; round++ {
+			convos := make([]*convo, sessions)
+			errs := make([]error, sessions)
+			var wg sync.WaitGroup
+			for s := range convos {
+				gen++
+				convos[s] = convoOf(fmt.Sprintf("bench-rps%d-%d-%d", sessions, arm, gen), tokens)
+				wg.Go(func() { _, _, errs[s] = r.send(arm, convos[s].sid, convos[s].body()) })
+			}
+			wg.Wait()
+			var mu sync.Mutex
+			start := time.Now()
+			for s := range convos {
+				wg.Go(func() {
+					c := convos[s]
+					for i := 0; i < rpsSteps && errs[s] == nil; i++ {
+						c.add()
+						var lb time.Duration
+						_, lb, errs[s] = r.send(arm, c.sid, c.body())
+						mu.Lock()
+						lat = append(lat, ms(lb))
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			measured += time.Since(start)
+			if arm == armServe {
+				if round == 0 { // exactly `sessions` sessions so far
+					rc.PeakMB = srv.peakMB()
+				}
+				rc.SessionsSeen += sessions
+			}
+			for _, err := range errs {
+				if err != nil {
+					return nil, err
+				}
+			}
+			count += sessions * rpsSteps
+		}
+		rc.RPS[arm] = float64(count) / measured.Seconds()
+		rc.Requests[arm] = count
+		rc.P50[arm] = pct(lat, 50)
+		if arm == armServe {
+			rc.PeakAllMB = srv.peakMB()
+		}
+	}
+	return rc, nil
+}
+
+// queryInt runs a one-number SELECT on a session database of root through the read-only
+// reader.
+func queryInt(root *store.Root, sid, q string) (int, error) {
+	rd, err := root.OpenReader(sid)
+	if err != nil {
+		return 0, err
+	}
+	defer rd.Close()
+	res, err := rd.Query(context.Background(), q, 0)
+	if err != nil {
+		return 0, fmt.Errorf("%s on %s: %w", q, sid, err)
+	}
+	if len(res.Rows) != 1 || len(res.Rows[0]) != 1 {
+		return 0, fmt.Errorf("%s on %s: %d rows", q, sid, len(res.Rows))
+	}
+	switch v := res.Rows[0][0].(type) {
+	case int64:
+		return int(v), nil
+	case float64:
+		return int(v), nil
+	case nil:
+		return 0, nil
+	}
+	return 0, fmt.Errorf("%s on %s: %T", q, sid, res.Rows[0][0])
+}

@@ -1,0 +1,101 @@
+//go:build linux
+
+package app
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"fyne.io/systray"
+	"github.com/godbus/dbus/v5"
+
+	"github.com/smarter-compact/smarter-compact/assets"
+)
+
+// trayDialTimeout bounds the test dial of the session bus.
+const trayDialTimeout = 5 * time.Second
+
+// trayWatcher is the D-Bus name of the tray host's registry (StatusNotifierItem spec).
+const trayWatcher = "org.kde.StatusNotifierWatcher"
+
+// trayHost decides, before fyne.io/systray starts, whether there is a D-Bus session bus
+// to show the tray on: DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus, and a test
+// dial that authenticates and says Hello. Without one the library would log a dial error,
+// panic on Quit, or (with dbus-x11 installed) autolaunch a bus daemon that outlives us
+// (research/go-spikes.md §3). getenv is serve's environment; the library reads the
+// process's own, so trayHost sets DBUS_SESSION_BUS_ADDRESS there to the bus it tested.
+// note says when no tray host (org.kde.StatusNotifierWatcher) runs yet: the item
+// registers when one appears.
+func trayHost(getenv func(string) string) (ok bool, why, note string) {
+	addr := getenv("DBUS_SESSION_BUS_ADDRESS")
+	if addr == "autolaunch:" {
+		addr = ""
+	}
+	if addr == "" {
+		if dir := getenv("XDG_RUNTIME_DIR"); dir != "" {
+			p := filepath.Join(dir, "bus")
+			if fi, err := os.Stat(p); err == nil && fi.Mode().Type() == fs.ModeSocket {
+				addr = "unix:path=" + dbus.EscapeBusAddressValue(p)
+			}
+		}
+	}
+	if addr == "" {
+		return false, "no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS is unset and there is no $XDG_RUNTIME_DIR/bus)", ""
+	}
+	hasHost, err := dialBus(addr)
+	if err != nil {
+		return false, fmt.Sprintf("no D-Bus session bus (%s: %v)", addr, err), ""
+	}
+	if err := os.Setenv("DBUS_SESSION_BUS_ADDRESS", addr); err != nil {
+		return false, fmt.Sprintf("cannot pass the session bus address to the tray library: %v", err), ""
+	}
+	if !hasHost {
+		note = "no tray host is running yet (nothing owns " + trayWatcher + " on the session bus): the icon appears when one starts"
+	}
+	return true, "", note
+}
+
+// dialBus connects to addr, authenticates, says Hello and asks whether a tray host owns
+// trayWatcher, all within trayDialTimeout.
+func dialBus(addr string) (hasHost bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), trayDialTimeout)
+	defer cancel()
+	type result struct {
+		has bool
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		conn, err := dbus.Connect(addr, dbus.WithContext(ctx))
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer conn.Close()
+		var has bool
+		err = conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, trayWatcher).Store(&has)
+		done <- result{has: has, err: err}
+	}()
+	select {
+	case r := <-done:
+		return r.has, r.err
+	case <-ctx.Done():
+		return false, fmt.Errorf("no answer within %s", trayDialTimeout)
+	}
+}
+
+// trayBeforeRun sets the icon and tooltip before systray.Run: the library then exports the
+// item's properties with them, instead of with an empty pixmap that a later SetIcon may
+// miss (it drops one made while it exports). It reports that it set them.
+func trayBeforeRun(icon []byte, tooltip string) bool {
+	systray.SetIcon(icon)
+	systray.SetTooltip(tooltip)
+	return true
+}
+
+// trayIconBytes is the icon encoding systray.SetIcon takes here: PNG.
+func trayIconBytes(ic assets.TrayIcon) []byte { return ic.PNG }

@@ -1,0 +1,117 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/smarter-compact/smarter-compact/assets"
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// Options is what the dashboard needs from app.
+type Options struct {
+	Root    *store.Root
+	Control Control
+	// APIToken is the bearer token /api/* requires (compared in constant time). Empty
+	// refuses every /api request: there is no unauthenticated mode.
+	APIToken string
+	Log      *slog.Logger
+	Now      func() time.Time // nil: time.Now
+}
+
+// Server serves the dashboard (/ and /ui/…) and the JSON control API (/api/…) on the one
+// loopback listener. app mounts it inside its Host-checked router (Mount).
+type Server struct {
+	root    *store.Root
+	control Control
+	token   string
+	log     *slog.Logger
+	now     func() time.Time
+
+	csrf   string // per-process random token the forms and htmx carry
+	cop    *http.CrossOriginProtection
+	static fs.FS
+	assetV string // hash of the static files, appended to their URLs
+
+	// lastRefusal is when isolateResources last logged a refusal at warn level (Unix
+	// seconds).
+	lastRefusal atomic.Int64
+	// blobReads bounds the blob pages read at once (blobReaders).
+	blobReads chan struct{}
+
+	mu     sync.Mutex
+	status statusCache
+}
+
+// statusCache keeps the last 24 h numbers while no session file changed (and for at most
+// statusMaxAge), so the overview and its 1 s poll do not reread every database.
+type statusCache struct {
+	stamp string
+	at    time.Time
+	st    store.Status
+	err   error
+}
+
+const statusMaxAge = time.Minute
+
+// New builds the dashboard server. The CSRF token is drawn here, so it changes with every
+// start of the service; a page left open across a restart gets a "reload the page" answer.
+func New(o Options) *Server {
+	s := &Server{
+		root:    o.Root,
+		control: o.Control,
+		token:   o.APIToken,
+		log:     o.Log,
+		now:     o.Now,
+		cop:     http.NewCrossOriginProtection(),
+		static:  assets.Web(),
+
+		blobReads: make(chan struct{}, blobReaders),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	s.csrf = hex.EncodeToString(b[:])
+	s.assetV = assetVersion(s.static)
+	return s
+}
+
+// assetVersion hashes every static file, so their URLs change exactly when they do.
+func assetVersion(fsys fs.FS) string {
+	h := sha256.New()
+	_ = fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, path)
+		if err != nil {
+			return err
+		}
+		h.Write([]byte(path))
+		h.Write(b)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// Warm reads what the overview needs once (the session list, the last 24 hours, the daily
+// totals), so the store's caches are filled before the first page load; a service calls it
+// in the background after start. Errors are left for the pages to report.
+func (s *Server) Warm(ctx context.Context) {
+	stamp, _ := s.dataStamp(ctx)
+	_, _ = s.status24(ctx, stamp)
+	_, _ = s.root.Daily(ctx, s.now(), dailyDays)
+}

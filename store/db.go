@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -175,8 +176,10 @@ func (d *DB) prepare(ctx context.Context) error {
 	}{
 		{&d.stDataVersion, "PRAGMA data_version"},
 		{&d.stMaxSeq, "SELECT coalesce(max(seq), 0) FROM messages"},
-		{&d.stTrim, "UPDATE messages SET in_context = 0, trimmed_at = ?, trimmed_at_seq = ? WHERE seq = ?"},
-		{&d.stRestore, "UPDATE messages SET in_context = 1, trimmed_at = NULL, trimmed_at_seq = NULL WHERE seq = ?"},
+		// One statement per cut (a JSON array of seqs) rather than one per row: a new cut
+		// moves hundreds of rows out of context, and each statement is a cgo round trip.
+		{&d.stTrim, "UPDATE messages SET in_context = 0, trimmed_at = ?, trimmed_at_seq = ? WHERE seq IN (SELECT value FROM json_each(?))"},
+		{&d.stRestore, "UPDATE messages SET in_context = 1, trimmed_at = NULL, trimmed_at_seq = NULL WHERE seq IN (SELECT value FROM json_each(?))"},
 		{&d.stInsertEvent, "INSERT INTO events (at, kind, version, location, error, tokens_before, tokens_after, dropped, model, thread_root, trimmed, input_tokens, cache_read_tokens, cache_creation_tokens, output_tokens, breakpoints, breakpoint_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
 	} {
 		st, err := d.conn.PrepareContext(ctx, p.sql)
@@ -505,20 +508,49 @@ func (d *DB) syncLocked(ctx context.Context, rows []RowWrite, p syncPlan, ts str
 		}
 	}
 
+	// Updates go out grouped: the rows back in context, and the trimmed rows per cut row
+	// (trimmed_at_seq), each group one UPDATE over a JSON array of seqs, in first-seen order.
+	var restore []int64
+	trims := map[any][]int64{}
+	var cuts []any
 	for _, i := range p.updates {
 		r := &rows[i]
 		st := d.index[r.Fingerprint]
 		if r.InContext {
-			_, err = d.stRestore.ExecContext(ctx, st.seq)
+			restore = append(restore, st.seq)
 		} else {
-			_, err = d.stTrim.ExecContext(ctx, ts, cutSeq(r.CutFingerprint), st.seq)
-		}
-		if err != nil {
-			return SyncResult{}, nil, fmt.Errorf("update in_context: %w", err)
+			c := cutSeq(r.CutFingerprint)
+			if _, ok := trims[c]; !ok {
+				cuts = append(cuts, c)
+			}
+			trims[c] = append(trims[c], st.seq)
 		}
 		changed[r.Fingerprint] = rowState{seq: st.seq, inContext: r.InContext}
 	}
+	if len(restore) > 0 {
+		if _, err := d.stRestore.ExecContext(ctx, seqsJSON(restore)); err != nil {
+			return SyncResult{}, nil, fmt.Errorf("update in_context: %w", err)
+		}
+	}
+	for _, c := range cuts {
+		if _, err := d.stTrim.ExecContext(ctx, ts, c, seqsJSON(trims[c])); err != nil {
+			return SyncResult{}, nil, fmt.Errorf("update in_context: %w", err)
+		}
+	}
 	return SyncResult{Inserted: len(p.inserts), Updated: len(p.updates)}, changed, nil
+}
+
+// seqsJSON is seqs as a JSON array, the argument of the json_each in stTrim and stRestore.
+func seqsJSON(seqs []int64) string {
+	b := make([]byte, 0, len(seqs)*6+2)
+	b = append(b, '[')
+	for i, q := range seqs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, q, 10)
+	}
+	return string(append(b, ']'))
 }
 
 // nullText maps "" to SQL NULL.

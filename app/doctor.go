@@ -111,8 +111,11 @@ func doctor(ctx context.Context, sys system, configFlag string) doctorReport {
 		add(doctorCheck{Name: "config", Status: checkOK, Message: fmt.Sprintf("%s (port %d)", cfg.Path, port)})
 	}
 
-	svc := probeService(ctx, port)
+	svc, elsewhere := findService(ctx, sys.configDir, port)
 	switch {
+	case elsewhere:
+		add(doctorCheck{Name: "port", Status: checkFail, Message: svc.Error,
+			Fix: "restart the service without --port, or set [context_proxy] port in config.toml to the port it uses and run 'smarter-compact install'"})
 	case svc.Answering:
 		add(doctorCheck{Name: "port", Status: checkOK, Message: "smarter-compact answers on " + svc.URL})
 	case strings.Contains(svc.Error, "another program"):

@@ -3,6 +3,9 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -174,5 +177,50 @@ func TestDoctorStoreModes(t *testing.T) {
 	rep := doctor(ctx, sys, "")
 	if c := findCheck(t, rep, "store"); c.Status != checkOK || !strings.Contains(c.Message, "folders 700, files 600") {
 		t.Errorf("store after chmod: %+v", c)
+	}
+}
+
+// A service started with serve --port records its address (addrfile.go): status and doctor
+// find it there instead of telling the user to start a service that runs, and say that
+// agents wired to the configured port do not reach it.
+func TestStatusAndDoctorFindServiceOnOtherPort(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			_, _ = io.WriteString(w, "ok")
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(svc.Close)
+	port := quietPort(t)
+	sys, stdout := serviceSystem(t, port, nil)
+	remove, err := writeAddrFile(sys.configDir, svc.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remove)
+
+	if err := doctorCmd(ctx, []string{"--json"}, sys); ExitCode(err) != 1 {
+		t.Fatalf("doctor: %v, want exit 1 (the service is not on the configured port)", err)
+	}
+	var rep doctorReport
+	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
+		t.Fatalf("doctor --json: %v\n%s", err, stdout)
+	}
+	c := findCheck(t, rep, "port")
+	if c.Status != checkFail || !strings.Contains(c.Message, svc.URL) || !strings.Contains(c.Message, "serve --port") ||
+		strings.Contains(c.Fix, "service start") {
+		t.Errorf("port check: %+v", c)
+	}
+
+	before := len(stdout.String())
+	if err := status(ctx, nil, sys); err != nil {
+		t.Fatal(err)
+	}
+	out := stdout.String()[before:]
+	if !strings.Contains(out, "Service: answering on "+svc.URL) || !strings.Contains(out, "not on the configured port "+strconv.Itoa(port)) {
+		t.Errorf("status does not report the service on its other port:\n%s", out)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -81,7 +82,7 @@ func status(ctx context.Context, args []string, sys system) error {
 		// something is wrong.
 		rep.ConfigError = err.Error()
 	}
-	rep.Service = probeService(ctx, port)
+	rep.Service, _ = findService(ctx, sys.configDir, port)
 
 	root, err := openStore(sys)
 	if err != nil {
@@ -149,6 +150,34 @@ func agentStatuses(cfg Config, getenv func(string) string, port int) []agentStat
 	return out
 }
 
+// findService probes the configured port and, when nothing of ours answers there, the
+// address a running service recorded (serve --port; addrfile.go). Elsewhere is set when the
+// service answers on that other address, which agents wired to the configured port do not
+// reach.
+func findService(ctx context.Context, configDir string, port int) (st serviceStatus, elsewhere bool) {
+	st = probeService(ctx, port)
+	if st.Answering {
+		return st, false
+	}
+	b := readAddrFile(configDir)
+	if b == "" || b == st.URL {
+		return st, false
+	}
+	u, err := url.Parse(b)
+	if err != nil {
+		return st, false
+	}
+	p, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return st, false
+	}
+	if other := probeService(ctx, p); other.Answering {
+		other.Error = fmt.Sprintf("the service runs on %s (serve --port), not on the configured port %d: agents wired to port %d do not reach it; restart it without --port, or set [context_proxy] port = %d and run 'smarter-compact install'", other.URL, port, port, p)
+		return other, true
+	}
+	return st, false
+}
+
 // probeService asks GET /healthz on the loopback port, with a short timeout and no proxy
 // or redirects.
 func probeService(ctx context.Context, port int) serviceStatus {
@@ -202,6 +231,9 @@ func writeStatus(w io.Writer, rep *statusReport) {
 	}
 	if rep.Service.Answering {
 		p("Service: answering on %s", rep.Service.URL)
+		if rep.Service.Error != "" {
+			p("  but %s", rep.Service.Error)
+		}
 	} else {
 		p("Service: not answering on %s (%s); start it with 'smarter-compact serve'", rep.Service.URL, rep.Service.Error)
 	}

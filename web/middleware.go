@@ -69,7 +69,7 @@ func (s *Server) checkCSRF(next http.Handler) http.Handler {
 			s.writeError(w, r, http.StatusForbidden, "the request carries no CSRF token: use the dashboard's own forms (reload the page)")
 			return
 		case !equalSecret(got, s.csrf):
-			s.writeError(w, r, http.StatusForbidden, "the CSRF token does not match: the service restarted since this page loaded; reload the page and try again")
+			s.writeError(w, r, http.StatusForbidden, "the CSRF token does not match this service (it changes when the service restarts): reload the page and try again")
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -93,7 +93,7 @@ func dailyChart(days []store.Day) ui.BarChart {
 	c.Summary = fmt.Sprintf("%s saved over %s (%s to %s)", ui.Plural(total, "token", "tokens"),
 		ui.Plural(int64(len(days)), "day", "days"), days[0].Date, days[len(days)-1].Date)
 	if top > 0 {
-		c.Summary += fmt.Sprintf("; most on %s: %s", days[best].Date, commas(days[best].TokensSaved))
+		c.Summary += fmt.Sprintf("; most on %s: %s", days[best].Date, ui.Commas(days[best].TokensSaved))
 	}
 	c.Summary += "."
 	return c

@@ -15,16 +15,12 @@ func (s *Server) page(title, nav string) ui.Page {
 	return ui.Page{Title: title, Nav: nav, CSRF: s.csrf, AssetV: s.assetV, Version: s.control.State().Version}
 }
 
-// commas writes n with thousands separators: 1234567 → "1,234,567" (ui.Commas, so the
-// templates and the handlers write numbers alike).
-func commas(n int64) string { return ui.Commas(n) }
-
-// orDash is commas(n), or "–" for a count the provider did not report (negative).
+// orDash is ui.Commas(n), or "–" for a count the provider did not report (negative).
 func orDash(n int64) string {
 	if n < 0 {
 		return "–"
 	}
-	return commas(n)
+	return ui.Commas(n)
 }
 
 // compact writes n short for chart labels: 950, 12.3k, 4.5M.

@@ -128,17 +128,17 @@ func statsView(st store.Status, err error) ui.Stats {
 		}
 		return v
 	}
-	v.Trims = commas(int64(st.Trims))
-	v.TokensSaved = commas(st.TokensSaved)
-	v.FailOpens = commas(int64(st.FailOpens))
-	v.Requests = commas(int64(st.Usage.Requests))
+	v.Trims = ui.Commas(int64(st.Trims))
+	v.TokensSaved = ui.Commas(st.TokensSaved)
+	v.FailOpens = ui.Commas(int64(st.FailOpens))
+	v.Requests = ui.Commas(int64(st.Usage.Requests))
 	v.HitRatio = "–"
 	if st.Usage.HitRatio != nil {
 		v.HitRatio = strconv.FormatFloat(*st.Usage.HitRatio*100, 'f', 1, 64) + " %"
 	}
 	v.NewCut, v.NewCutReqs = average(st.Usage.NewCut)
 	v.Other, v.OtherReqs = average(st.Usage.Other)
-	v.Sessions = commas(int64(st.Sessions))
+	v.Sessions = ui.Commas(int64(st.Sessions))
 	for _, k := range st.SkippedSessions {
 		v.Skipped = append(v.Skipped, k.Session+": "+k.Reason)
 	}
@@ -159,7 +159,7 @@ func average(c store.CacheCreation) (avg string, reqs int64) {
 	if c.Average == nil {
 		return "–", int64(c.Requests)
 	}
-	return commas(int64(*c.Average + 0.5)), int64(c.Requests)
+	return ui.Commas(int64(*c.Average + 0.5)), int64(c.Requests)
 }
 
 // dataStamp hashes what the store's session list knows of every session file (name, newest

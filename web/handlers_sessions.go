@@ -168,12 +168,12 @@ func (s *Server) sessionsTable(list []store.SessionInfo, sq sessionsQuery) ui.Se
 		row := ui.SessionRow{
 			SID: si.SessionID, Href: sessionHref(si.SessionID), Agent: agentOf(si), Cwd: si.Cwd,
 			LastActivity: ago(si.LastActivity, now), LastActivityISO: isoUTC(si.LastActivity),
-			Rows: commas(si.Rows), InContext: commas(si.InContext), Trimmed: commas(si.Trimmed),
-			Trims: commas(si.Trims), Requests: commas(si.Requests), Size: byteSize(si.Bytes),
+			Rows: ui.Commas(si.Rows), InContext: ui.Commas(si.InContext), Trimmed: ui.Commas(si.Trimmed),
+			Trims: ui.Commas(si.Trims), Requests: ui.Commas(si.Requests), Size: byteSize(si.Bytes),
 			LastPrompt: "–", Problem: si.Problem,
 		}
 		if si.LastPromptTokens > 0 {
-			row.LastPrompt = commas(si.LastPromptTokens)
+			row.LastPrompt = ui.Commas(si.LastPromptTokens)
 		}
 		t.Rows = append(t.Rows, row)
 	}
@@ -266,7 +266,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 		p.UsageNote = strings.TrimSpace(fmt.Sprintf("The chart covers the newest %d events. %s", eventsLimit, p.UsageNote))
 	}
 
-	p.Facts = []ui.Fact{{Label: "Rows", Value: commas(total)}}
+	p.Facts = []ui.Fact{{Label: "Rows", Value: ui.Commas(total)}}
 	if list, err := s.root.Sessions(ctx); err == nil {
 		for _, si := range list {
 			if si.SessionID != sid {
@@ -276,9 +276,9 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 				{Label: "Agent", Value: agentOf(si)},
 				{Label: "Working directory", Value: orNone(si.Cwd)},
 				{Label: "Last activity", Value: shortUTC(si.LastActivity) + " UTC (" + ago(si.LastActivity, s.now()) + ")"},
-				{Label: "Rows", Value: fmt.Sprintf("%s: %s in context, %s trimmed", commas(si.Rows), commas(si.InContext), commas(si.Trimmed))},
-				{Label: "Trims", Value: commas(si.Trims)},
-				{Label: "Requests", Value: commas(si.Requests)},
+				{Label: "Rows", Value: fmt.Sprintf("%s: %s in context, %s trimmed", ui.Commas(si.Rows), ui.Commas(si.InContext), ui.Commas(si.Trimmed))},
+				{Label: "Trims", Value: ui.Commas(si.Trims)},
+				{Label: "Requests", Value: ui.Commas(si.Requests)},
 				{Label: "Size on disk", Value: byteSize(si.Bytes)},
 			}
 			if si.Problem != "" {
@@ -415,7 +415,7 @@ func (s *Server) blob(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("read blob %s: %w", id, err)
 	}
 	p := ui.BlobPage{Page: s.page("Blob "+id, "sessions"), ID: id, Text: pg.text,
-		From: commas(pg.from + 1), To: commas(pg.to), Total: commas(pg.size)}
+		From: ui.Commas(pg.from + 1), To: ui.Commas(pg.to), Total: ui.Commas(pg.size)}
 	// The row the blob belongs to, when the link came from a session page (?sid=&seq=): a
 	// link back to it, kept on the blob's other pages. Anything else in them is ignored.
 	keep := url.Values{}

@@ -2,16 +2,15 @@ package web
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
-
-	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -19,6 +18,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/web/ui"
 )
 
 // sessionIDs lists the data-session of the table's rows in order.
@@ -287,7 +287,7 @@ func TestBlobViewer(t *testing.T) {
 	if got := one(t, d, "blob-text").Text(); got != strings.Repeat("é", blobPageSize/2) {
 		t.Errorf("page 1: %d bytes, want %d é", len(got), blobPageSize/2)
 	}
-	if got := text(one(t, d, "blob-range")); got != fmt.Sprintf("Bytes 1–%s of %s", commas(blobPageSize), commas(int64(len(big)))) {
+	if got := text(one(t, d, "blob-range")); got != fmt.Sprintf("Bytes 1–%s of %s", ui.Commas(blobPageSize), ui.Commas(int64(len(big)))) {
 		t.Errorf("page 1 range %q", got)
 	}
 	next := one(t, d, "blob-next").AttrOr("href", "")

@@ -303,17 +303,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out = out.WithContext(withIdle(out.Context(), cancel, p.cfg().IdleTimeout))
-	fullDuplex(w)
 	p.rp.ServeHTTP(w, out)
-}
-
-// fullDuplex lets the request body stream to the upstream while the answer already streams
-// back. By default Go's HTTP/1 server drains or closes the request body when the response
-// starts, so an upstream that answers before it read the whole body (an early error, a
-// stream that starts at once) made the transport's body copy fail and drop the upstream
-// connection mid-answer. HTTP/2 is full duplex already and answers an error, ignored here.
-func fullDuplex(w http.ResponseWriter) {
-	_ = http.NewResponseController(w).EnableFullDuplex()
 }
 
 type routeKey struct{}
@@ -343,7 +333,6 @@ func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel co
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(raw), rest), rest}
 		out.GetBody = nil
-		fullDuplex(w)
 		p.rp.ServeHTTP(w, out.WithContext(ctx))
 		return
 	}

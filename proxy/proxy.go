@@ -302,8 +302,51 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.serveRewrite(w, out, cancel, target{f, rt.family}, dry)
 		return
 	}
+	if err := bufferBody(out); err != nil {
+		writeError(w, rt.family, http.StatusBadRequest, "invalid_request_error", "smarter-compact: reading the request body failed: "+err.Error())
+		return
+	}
 	out = out.WithContext(withIdle(out.Context(), cancel, p.cfg().IdleTimeout))
 	p.rp.ServeHTTP(w, out)
+}
+
+// bufferBody reads a pass-through request body of up to maxBody bytes into memory before
+// it goes upstream, byte for byte and with its headers untouched. Streamed straight from
+// the incoming connection, an upstream that answers before the transport has read the body
+// to its end (an early error, a stream that starts at once) lost its answer mid-stream: Go's
+// HTTP/1 server drains or closes an unread request body when the response starts, the
+// transport's body copy then fails, and the transport drops the upstream connection
+// (found by make bench; TestPassThroughEarlyAnswerArrivesWhole). Full duplex is no cure:
+// the transport may still read the body after the handler returned, which the server
+// forbids. A body over maxBody streams as before, with that risk; none is expected from a
+// model API client.
+func bufferBody(r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		r.Body.Close()
+		return err
+	}
+	if len(raw) > maxBody {
+		rest := r.Body
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(raw), rest), rest}
+		r.GetBody = nil
+		return nil
+	}
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
+	if r.ContentLength < 0 {
+		// the upstream gets the same bytes with a length instead of chunks
+		r.ContentLength = int64(len(raw))
+		r.TransferEncoding = nil
+	}
+	return nil
 }
 
 type routeKey struct{}

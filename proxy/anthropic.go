@@ -288,10 +288,12 @@ type message struct {
 	stringContent bool
 	blocks        []block
 
-	rows    []row
-	prevFP  string // chain value before this message
-	endFP   string // chain value after this message
-	firstFP string // fingerprint of the first row ("" when the message has no rows)
+	rows []row
+	// textGone: the rows' text was freed after the store took them (storeRows).
+	textGone bool
+	prevFP   string // chain value before this message
+	endFP    string // chain value after this message
+	firstFP  string // fingerprint of the first row ("" when the message has no rows)
 
 	realUser   bool // user message that is not only tool_result blocks
 	finalReply bool // assistant message with no tool calls

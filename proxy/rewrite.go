@@ -178,10 +178,15 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 
 	v := render(req, msgs, plan, block, p.cfg().StandingInstruction, tg.family)
 	if !dry {
-		p.storeRows(sid, thread, msgs, plan, now)
-		sess.keepThread(req.format, thread, msgs)
+		if p.storeRows(sid, thread, msgs, plan, now) {
+			sess.keepThread(req.format, thread, msgs)
+		} else {
+			// the rows of messages the fast path reuses must be parsed again, with their text
+			clear(sess.threads)
+		}
 		sess.last = remember(req, msgs, sess.last)
 		sess.used = now
+		p.recount(sess)
 	}
 	return &rewritten{body: v.body, format: req.format, sess: sess, thread: thread, model: req.model, chars: v.chars,
 		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt}, nil
@@ -235,7 +240,13 @@ func resolvePlan(ts *threadState, msgs []*message) cutPlan {
 
 // storeRows writes the request's rows with their in_context flags (contract: Rows). A
 // database error is logged as a fail-open line and the request goes on with its view.
-func (p *Proxy) storeRows(sid, thread string, msgs []*message, plan cutPlan, now time.Time) {
+//
+// Once stored, a row's text is freed: the thread cache keeps the message for the fast path
+// and the store has the text, so a session costs about its request's size in memory rather
+// than twice that. ok is false when the store lost rows whose text is gone (the database was
+// deleted under a live session) or failed; the caller then drops the thread cache, so the
+// next request parses every message again and stores what is missing.
+func (p *Proxy) storeRows(sid, thread string, msgs []*message, plan cutPlan, now time.Time) (ok bool) {
 	cutFP := ""
 	if plan.active() {
 		cutFP = msgs[plan.cut].firstFP
@@ -251,7 +262,7 @@ func (p *Proxy) storeRows(sid, thread string, msgs []*message, plan cutPlan, now
 		for _, r := range m.rows {
 			in := kept && !(strip && r.kind == "thinking")
 			w := store.RowWrite{Fingerprint: r.fp, Thread: thread, Role: r.role, Kind: r.kind,
-				Name: r.name, Text: r.text, BlobID: r.blobID, InContext: in}
+				Name: r.name, Text: r.text, BlobID: r.blobID, InContext: in, TextGone: m.textGone}
 			if !in {
 				w.CutFingerprint = cutFP
 			}
@@ -263,13 +274,29 @@ func (p *Proxy) storeRows(sid, thread string, msgs []*message, plan cutPlan, now
 	if err == nil {
 		res, err = db.SyncRows(rows, now)
 	}
+	if errors.Is(err, store.ErrTextGone) {
+		p.log.Warn("smarter-compact: the session's database lacks rows it had stored; the next request is read whole", "session", sid)
+		return false
+	}
 	if err != nil {
 		p.storeFault(err)
-		return
+		return false
+	}
+	for _, m := range msgs {
+		if !m.textGone {
+			for i := range m.rows {
+				m.rows[i].text = ""
+			}
+			for i := range m.pre { // Chat and Responses rows share these strings
+				m.pre[i].text = ""
+			}
+			m.textGone = true
+		}
 	}
 	if res.Inserted > 0 && p.cfg().OnRowsStored != nil {
 		p.cfg().OnRowsStored(sid)
 	}
+	return true
 }
 
 func (p *Proxy) event(sid string, e store.Event) {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,9 +33,12 @@ type DB struct {
 	walFi, shmFi os.FileInfo
 
 	mu     sync.Mutex
-	sqldb  *sql.DB
-	conn   *sql.Conn
+	sqldb  *sql.DB   // nil while parked (writerSet) and after close
+	conn   *sql.Conn // nil while parked and after close
 	closed bool
+
+	writers *writerSet   // the Root's connected writers; nil counts none
+	used    atomic.Int64 // unix nanoseconds of the last call, for parking the least recent
 
 	stDataVersion *sql.Stmt
 	stMaxSeq      *sql.Stmt
@@ -97,55 +101,119 @@ func createDBFile(path string) error {
 
 // openDB opens path as a session database: created mode 600 when missing, a newer schema
 // refused before anything is written, WAL, busy timeout 1 s, schema migrated, index loaded.
-func openDB(path string) (_ *DB, err error) {
-	ctx := context.Background()
+// ws (nil in tests that need no limit) counts it among the connected writers.
+func openDB(path string, ws *writerSet) (_ *DB, err error) {
 	if err := createDBFile(path); err != nil {
 		return nil, fmt.Errorf("create session db: %w", err)
 	}
-	sqldb, err := sql.Open("sqlite3", sqliteURI(path, "_busy_timeout=1000&_synchronous=NORMAL"))
+	d := &DB{path: path, writers: ws}
+	if err := d.connect(); err != nil {
+		return nil, err
+	}
+	if d.fi, err = os.Stat(path); err != nil {
+		_ = d.close()
+		return nil, fmt.Errorf("open session db: %w", err)
+	}
+	return d, nil
+}
+
+// writerCacheKiB is each writer's SQLite page cache (PRAGMA cache_size, KiB). SQLite's
+// default of 2,000 KiB made every open writer cost about 2.8 MB of resident memory; a writer
+// appends a request's rows and reads little back, and the OS page cache serves what it
+// does read. At 256 KiB a writer of a 400-row session costs about 1 MB.
+const writerCacheKiB = 256
+
+// connect opens the connection of d (d.mu held, or d not yet shared): WAL, the schema
+// checked and migrated, statements prepared, the fingerprint index loaded.
+func (d *DB) connect() (err error) {
+	ctx := context.Background()
+	path := d.path
+	sqldb, err := sql.Open("sqlite3", sqliteURI(path, fmt.Sprintf("_busy_timeout=1000&_synchronous=NORMAL&_cache_size=-%d", writerCacheKiB)))
 	if err != nil {
-		return nil, fmt.Errorf("open session db %s: %w", path, err)
+		return fmt.Errorf("open session db %s: %w", path, err)
 	}
 	sqldb.SetMaxOpenConns(1)
-	d := &DB{path: path, sqldb: sqldb}
+	d.sqldb = sqldb
 	defer func() {
 		if err != nil {
-			_ = d.close()
+			_ = d.disconnect()
 		}
 	}()
 	if d.conn, err = sqldb.Conn(ctx); err != nil {
-		return nil, fmt.Errorf("open session db %s: %w", path, err)
+		return fmt.Errorf("open session db %s: %w", path, err)
 	}
 	// Refuse a newer schema before PRAGMA journal_mode can write to the file.
 	v, err := userVersion(ctx, d.conn)
 	if err != nil {
-		return nil, fmt.Errorf("open session db %s: %w", path, err)
+		return fmt.Errorf("open session db %s: %w", path, err)
 	}
 	if v < 0 || v > SchemaVersion {
-		return nil, fmt.Errorf("open session db %s: %w", path, unsupported(v))
+		return fmt.Errorf("open session db %s: %w", path, unsupported(v))
 	}
 	var mode string
 	if err := d.conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
-		return nil, fmt.Errorf("open session db %s: set WAL: %w", path, err)
+		return fmt.Errorf("open session db %s: set WAL: %w", path, err)
 	}
 	if mode != "wal" {
-		return nil, fmt.Errorf("open session db %s: journal mode is %q, not wal", path, mode)
+		return fmt.Errorf("open session db %s: journal mode is %q, not wal", path, mode)
 	}
 	if err := migrate(ctx, d.conn); err != nil {
-		return nil, fmt.Errorf("open session db %s: %w", path, err)
+		return fmt.Errorf("open session db %s: %w", path, err)
 	}
 	if err := d.prepare(ctx); err != nil {
-		return nil, fmt.Errorf("open session db %s: %w", path, err)
+		return fmt.Errorf("open session db %s: %w", path, err)
 	}
 	if err := d.loadIndex(ctx); err != nil {
-		return nil, fmt.Errorf("open session db %s: %w", path, err)
-	}
-	if d.fi, err = os.Stat(path); err != nil {
-		return nil, fmt.Errorf("open session db: %w", err)
+		return fmt.Errorf("open session db %s: %w", path, err)
 	}
 	d.walFi, _ = os.Stat(path + "-wal")
 	d.shmFi, _ = os.Stat(path + "-shm")
-	return d, nil
+	d.used.Store(time.Now().UnixNano())
+	d.writers.connected(d)
+	return nil
+}
+
+// use makes d ready for a statement (d.mu held): errClosed after close; a parked writer
+// connects again, unless its file was deleted or replaced meanwhile (then it closes, and
+// Root.Session opens the file now there).
+func (d *DB) use() error {
+	if d.closed {
+		return errClosed
+	}
+	d.used.Store(time.Now().UnixNano())
+	if d.conn != nil {
+		return nil
+	}
+	if fi, err := os.Stat(d.path); err != nil || !os.SameFile(fi, d.fi) {
+		d.closed = true
+		return errClosed
+	}
+	return d.connect()
+}
+
+// park closes the connection of an idle writer to give back its memory (page cache,
+// statements, fingerprint index); the next call connects again. It reports false, doing
+// nothing, when d is in use, closed or parked already.
+func (d *DB) park() bool {
+	if !d.mu.TryLock() {
+		return false
+	}
+	defer d.mu.Unlock()
+	if d.closed || d.conn == nil {
+		return false
+	}
+	_ = d.disconnect() // SQLite reports close errors it has already recovered from
+	// The last connection to close removes -wal and -shm; forget them then, so closeStale
+	// never removes a later file that reused the inode.
+	for _, f := range []struct {
+		path string
+		fi   *os.FileInfo
+	}{{d.path + "-wal", &d.walFi}, {d.path + "-shm", &d.shmFi}} {
+		if fi, err := os.Stat(f.path); err != nil || *f.fi == nil || !os.SameFile(fi, *f.fi) {
+			*f.fi = nil
+		}
+	}
+	return true
 }
 
 // closeStale closes a writer whose database file was deleted or replaced. SQLite leaves the
@@ -201,6 +269,12 @@ func (d *DB) close() error {
 		return nil
 	}
 	d.closed = true
+	return d.disconnect()
+}
+
+// disconnect closes the statements and the connection and drops the index (d.mu held). A
+// parked or closed DB has conn == nil.
+func (d *DB) disconnect() error {
 	var errs []error
 	stmts := []*sql.Stmt{d.stDataVersion, d.stMaxSeq, d.stTrim, d.stRestore, d.stInsertEvent}
 	for _, m := range []map[int]*sql.Stmt{d.stInsertMsgs, d.stInsertLines} {
@@ -213,11 +287,18 @@ func (d *DB) close() error {
 			errs = append(errs, st.Close())
 		}
 	}
+	d.stDataVersion, d.stMaxSeq, d.stTrim, d.stRestore, d.stInsertEvent = nil, nil, nil, nil, nil
+	d.stInsertMsgs, d.stInsertLines = nil, nil
 	if d.conn != nil {
 		errs = append(errs, d.conn.Close())
+		d.conn = nil
 	}
-	errs = append(errs, d.sqldb.Close())
-	d.index = nil
+	if d.sqldb != nil {
+		errs = append(errs, d.sqldb.Close())
+		d.sqldb = nil
+	}
+	d.index, d.dataVersion = nil, 0
+	d.writers.disconnected(d)
 	return errors.Join(errs...)
 }
 
@@ -283,7 +364,15 @@ type RowWrite struct {
 	// CutFingerprint names the first row of the cut turn that dropped this row; used for
 	// trimmed_at_seq when InContext is false ("" leaves trimmed_at_seq NULL).
 	CutFingerprint string
+	// TextGone says the caller no longer holds Text because an earlier call stored the row
+	// (the proxy frees the text of rows it has stored). If the row is not stored after all
+	// (its database was deleted meanwhile), SyncRows writes nothing and fails with
+	// ErrTextGone; the caller sends the rows again with their text.
+	TextGone bool
 }
+
+// ErrTextGone is SyncRows's error for a row marked TextGone that is not stored.
+var ErrTextGone = errors.New("a row to insert came without its text (RowWrite.TextGone); send it again with the text")
 
 // SyncResult counts what SyncRows wrote: Inserted new messages rows (each with its lines) and
 // Updated stored rows whose in_context changed.
@@ -321,6 +410,9 @@ func (d *DB) plan(rows []RowWrite) (syncPlan, error) {
 		if known {
 			p.updates = append(p.updates, i)
 		} else {
+			if r.TextGone {
+				return syncPlan{}, fmt.Errorf("row %d (%s): %w", i, r.Fingerprint, ErrTextGone)
+			}
 			p.inserts = append(p.inserts, i)
 		}
 	}
@@ -344,8 +436,8 @@ func (d *DB) plan(rows []RowWrite) (syncPlan, error) {
 func (d *DB) SyncRows(rows []RowWrite, now time.Time) (SyncResult, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return SyncResult{}, errClosed
+	if err := d.use(); err != nil {
+		return SyncResult{}, err
 	}
 	ctx := context.Background()
 	if err := d.refreshIndex(ctx); err != nil {

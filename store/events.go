@@ -39,8 +39,8 @@ func (d *DB) AddEvent(e Event) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return errClosed
+	if err := d.use(); err != nil {
+		return err
 	}
 	_, err := d.stInsertEvent.ExecContext(context.Background(),
 		formatTime(at), e.Kind, e.Version, nullText(e.Location), nullText(e.Error),

@@ -29,6 +29,7 @@ type Root struct {
 
 	dash    dashCache  // per-session summaries of the dashboard reads (dashboard.go)
 	readers readerPool // open session readers, reused by OpenReader (readerpool.go)
+	writers writerSet  // the writers holding a connection (writers.go)
 }
 
 // sessionEntry serializes opening, reopening and deleting one session's database without
@@ -100,6 +101,7 @@ func (r *Root) Close() error {
 		entries = append(entries, e)
 	}
 	r.mu.Unlock()
+	r.writers.stop()
 	errs := []error{rerr}
 	for _, e := range entries {
 		e.mu.Lock()
@@ -149,7 +151,7 @@ func (r *Root) Session(sid string) (*DB, error) {
 		_ = e.db.closeStale() // deleted or replaced: the next open starts from the file now there
 		e.db = nil
 	}
-	db, err := openDB(path)
+	db, err := openDB(path, &r.writers)
 	if err != nil {
 		return nil, err
 	}

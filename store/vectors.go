@@ -58,8 +58,8 @@ func (d *DB) PutVectors(model string, vecs map[int64][]float32) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return errClosed
+	if err := d.use(); err != nil {
+		return err
 	}
 	ctx := context.Background()
 	if _, err := d.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
@@ -91,8 +91,8 @@ func (d *DB) PutVectors(model string, vecs map[int64][]float32) error {
 func (d *DB) pendingVectors(model string) ([]int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return nil, errClosed
+	if err := d.use(); err != nil {
+		return nil, err
 	}
 	rows, err := d.conn.QueryContext(context.Background(), "SELECT m.seq FROM messages m WHERE "+nonBlank+
 		" AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.message_seq = m.seq AND v.model = ?) ORDER BY m.in_context, m.seq DESC", model)
@@ -116,8 +116,8 @@ func (d *DB) pendingVectors(model string) ([]int64, error) {
 func (d *DB) vectorInputs(seqs []int64, maxChars int) (map[int64]string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return nil, errClosed
+	if err := d.use(); err != nil {
+		return nil, err
 	}
 	args := make([]any, len(seqs))
 	for i, s := range seqs {

@@ -69,9 +69,6 @@ type replayCase struct {
 	Keep, Smart         *armStats
 	Threshold           int
 	PromptTokensRecords int // the size of the records alone, tokens
-	// The pass-through check (on the first case only): sessions played, broken, first error.
-	PassN, PassBroken int
-	PassErr           string
 }
 
 // switchable is a loopback listener whose handler can be replaced between trials, so one
@@ -403,38 +400,6 @@ type replayPlan struct {
 	Mini      bool
 	Seed      uint64
 	DumpDir   string // where a rejected request's bodies are written
-	// PassChecks is how many small keep-everything sessions go through a serve with the
-	// agent off (its pass-through path), to count those that break.
-	PassChecks int
-}
-
-// passthroughCheck plays n small kv sessions through a serve with claude-code = false (the
-// pass-through path) and returns how many broke, and the first error.
-func passthroughCheck(pl replayPlan, bin, tmp string) (broken int, first string, err error) {
-	up, err := newSwitchable()
-	if err != nil {
-		return 0, "", err
-	}
-	defer up.srv.Close()
-	srv, err := startServe("serve-off", bin, tmp, serveConfig{Upstream: up.url, AgentOff: true})
-	if err != nil {
-		return 0, "", err
-	}
-	defer srv.stop()
-	for i := 0; i < pl.PassChecks; i++ {
-		fake := fakeupstream.New(fakeupstream.Options{Reply: scriptedReply})
-		up.set(fake)
-		sid := fmt.Sprintf("bench-off-%03d", i)
-		a := &agent{sid: sid, http: newClient(), fake: fake, st: &armStats{}, url: srv.url() + "/claude-code/v1/messages?beta=true"}
-		a.head, a.tail = ccBase(sid, true)
-		if err := play(a, kvTask(60, 4, pl.Seed+uint64(i))); err != nil {
-			broken++
-			if first == "" {
-				first = firstLine(err.Error())
-			}
-		}
-	}
-	return broken, first, nil
 }
 
 func runReplay(ctx context.Context, pl replayPlan, bin, tmp string, logf func(string, ...any)) ([]*replayCase, error) {
@@ -453,6 +418,11 @@ func runReplay(ctx context.Context, pl replayPlan, bin, tmp string, logf func(st
 		return nil, err
 	}
 	defer smart.stop()
+	keep, err := startServe("serve-keep", bin, tmp, serveConfig{Upstream: upKeep.url, AgentOff: true})
+	if err != nil {
+		return nil, err
+	}
+	defer keep.stop()
 	mc, err := client.NewStreamableHttpClient(smart.url() + "/mcp")
 	if err != nil {
 		return nil, err
@@ -500,12 +470,14 @@ func runReplay(ctx context.Context, pl replayPlan, bin, tmp string, logf func(st
 				rc.Smart = st
 			} else {
 				upKeep.set(fake)
-				a.url = upKeep.url + "/v1/messages?beta=true" // proxy off: straight to the model API
+				// proxy off: a serve with claude-code = false passes every request through
+				a.url = keep.url() + "/claude-code/v1/messages?beta=true"
 				rc.Keep = st
 			}
 			start := time.Now()
 			if err := play(a, t); err != nil {
-				return nil, fmt.Errorf("%s, %s arm: %w\nserve's log ends:\n%s", t.label(), arm, err, tail(smart.log.String(), 3000))
+				srv := map[bool]*proc{true: smart, false: keep}[arm == "smart"]
+				return nil, fmt.Errorf("%s, %s arm: %w\nserve's log ends:\n%s", t.label(), arm, err, tail(srv.log.String(), 3000))
 			}
 			st.Seconds = time.Since(start).Seconds()
 			if arm == "smart" {
@@ -523,14 +495,6 @@ func runReplay(ctx context.Context, pl replayPlan, bin, tmp string, logf func(st
 				t.label(), arm, st.Requests, st.Seconds, ktok(st.Peak), st.Trims, st.hitRatio(), st.cost(), st.LookupOK, st.LookupN, st.CountOK, st.CountN)
 		}
 		out = append(out, rc)
-	}
-	if pl.PassChecks > 0 && len(out) > 0 {
-		b, first, err := passthroughCheck(pl, bin, tmp)
-		if err != nil {
-			return nil, err
-		}
-		out[0].PassN, out[0].PassBroken, out[0].PassErr = pl.PassChecks, b, first
-		logf("pass-through check: %d of %d small sessions through a serve with the agent off broke (%s)", b, pl.PassChecks, first)
 	}
 	return out, nil
 }

@@ -92,9 +92,10 @@ func bareProxy(target string) (http.Handler, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
 	// Full duplex: without it Go's HTTP/1 server closes the request body when the handler
 	// starts the response, and a fast upstream (loopback) can answer before the transport
-	// has finished with the body (its final read to EOF and Close); the transport then sees
-	// "invalid Read on closed Body", closes the upstream connection and the stream breaks
-	// mid-answer. serve's pass-through path has this race (see docs/benchmarks.md).
+	// has finished with the body (its final read to EOF and Close); the transport then
+	// closes the upstream connection and the stream breaks mid-answer. serve reads such
+	// bodies whole first (proxy.bufferBody); the bare proxy streams them, as
+	// httputil.ReverseProxy does.
 	mux.Handle("/", http.StripPrefix("/claude-code", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.NewResponseController(w).EnableFullDuplex()
 		rp.ServeHTTP(w, r)

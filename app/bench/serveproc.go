@@ -86,6 +86,12 @@ func startProc(name, base string, cfg serveConfig, mk func(port int, env []strin
 			"SMARTER_COMPACT_CONFIG=" + config,
 			"SMARTER_COMPACT_STATE_DIR=" + p.stateDir,
 		}
+		// the Go runtime's knobs pass through, so their effect on serve can be measured
+		for _, k := range []string{"GOGC", "GOMEMLIMIT", "GODEBUG"} {
+			if v, ok := os.LookupEnv(k); ok {
+				env = append(env, k+"="+v)
+			}
+		}
 		p.cmd = mk(port, env)
 		p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 		if err := p.cmd.Start(); err != nil {

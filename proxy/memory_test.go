@@ -1,0 +1,171 @@
+package proxy
+
+import (
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// storedTexts reads fingerprint → text of every row of a session database.
+func storedTexts(t *testing.T, root *store.Root, sid string) map[string]string {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(root.Dir(), "sessions", sid+".db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT fingerprint, text FROM messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var fp, text string
+		if err := rows.Scan(&fp, &text); err != nil {
+			t.Fatal(err)
+		}
+		out[fp] = text
+	}
+	return out
+}
+
+// Once stored, the rows of cached messages give back their text; when the session's
+// database loses them (deleted under a live session), nothing is stored without text: the
+// request that meets the gap drops the cache, and the next one stores every row, text and
+// all, as a fresh proxy would.
+func TestStoredRowsFreeTheirTextAndAGapIsRefilled(t *testing.T) {
+	p := benchProxy(t, 10_000_000)
+	const sid = "text-gone"
+	h := benchHeader(sid)
+	c := newBenchConvo()
+	for range 12 {
+		c.add()
+	}
+	for range 2 {
+		if _, _, err := p.rewrite(h, c.body()); err != nil {
+			t.Fatal(err)
+		}
+		c.add()
+	}
+	s := p.sessions[sid]
+	freed, rows := 0, 0
+	for _, msgs := range s.threads {
+		for _, m := range msgs {
+			for _, r := range m.rows {
+				rows++
+				if r.text == "" {
+					freed++
+				}
+			}
+		}
+	}
+	if rows == 0 || freed != rows {
+		t.Fatalf("%d of %d cached rows freed their text, want all", freed, rows)
+	}
+
+	for _, suffix := range []string{".db", ".db-wal", ".db-shm"} {
+		os.Remove(filepath.Join(p.root.Dir(), "sessions", sid+suffix))
+	}
+	if _, _, err := p.rewrite(h, c.body()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.threads); n != 0 {
+		t.Fatalf("after the gap the session still caches %d threads", n)
+	}
+	c.add()
+	final := c.body()
+	if _, _, err := p.rewrite(h, final); err != nil {
+		t.Fatal(err)
+	}
+	got := storedTexts(t, p.root, sid)
+
+	ref := benchProxy(t, 10_000_000)
+	if _, _, err := ref.rewrite(h, final); err != nil {
+		t.Fatal(err)
+	}
+	want := storedTexts(t, ref.root, sid)
+	if len(want) == 0 || len(got) != len(want) {
+		t.Fatalf("the refilled database holds %d rows, a fresh proxy stores %d", len(got), len(want))
+	}
+	for fp, text := range want {
+		if got[fp] != text {
+			t.Fatalf("row %s: stored %q, want %q", fp, got[fp], text)
+		}
+	}
+}
+
+// The sessions' caches together stay within the budget: the least recently used sessions
+// lose theirs (and keep working: their next request is parsed whole and trims the same).
+func TestSessionCachesStayWithinBudget(t *testing.T) {
+	p := benchProxy(t, 10_000_000)
+	c := newBenchConvo()
+	for range 60 {
+		c.add()
+	}
+	body := c.body()
+	p.cacheBudget = int64(len(body)) * 5 // room for about two sessions (a message costs twice its bytes)
+	for i := range 6 {
+		if _, _, err := p.rewrite(benchHeader(fmt.Sprintf("budget-%d", i)), body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var total int64
+	cached := 0
+	for _, s := range p.sessions {
+		total += s.cacheCost()
+		if len(s.threads) > 0 {
+			cached++
+		}
+	}
+	if total > p.cacheBudget {
+		t.Fatalf("the caches hold %d bytes, over the budget of %d", total, p.cacheBudget)
+	}
+	if cached < 1 || len(p.sessions[fmt.Sprintf("budget-%d", 5)].threads) == 0 {
+		t.Fatalf("%d sessions kept a cache; the newest must keep its own", cached)
+	}
+	// a session whose cache was dropped still answers its next request
+	c.add()
+	res, _, err := p.rewrite(benchHeader("budget-0"), c.body())
+	if err != nil || res == nil {
+		t.Fatalf("the first session after its cache was dropped: %v", err)
+	}
+}
+
+// Sessions rewritten at once while the budget drops caches: every request gets its view
+// (run with -race to check the locking of recount).
+func TestSessionCacheBudgetUnderConcurrentRequests(t *testing.T) {
+	p := benchProxy(t, 10_000_000)
+	c := newBenchConvo()
+	for range 30 {
+		c.add()
+	}
+	base := c.body()
+	p.cacheBudget = int64(len(base)) * 4
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 4 {
+				res, _, err := p.rewrite(benchHeader(fmt.Sprintf("conc-%d-%d", g, i%2)), base)
+				if err == nil && res == nil {
+					err = fmt.Errorf("no view")
+				}
+				if err != nil {
+					errs <- fmt.Errorf("goroutine %d request %d: %w", g, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

@@ -234,9 +234,10 @@ func TestConcurrencyServeUnderLoad(t *testing.T) {
 	q := len(st.reqLat) / 4
 	t.Logf("proxy: %d requests (%d turns, %d trim events), latency %s; first quarter of the requests %s, last quarter %s",
 		st.requests, totalTurns, totalTrims, summarize(st.reqLat), summarize(st.reqLat[:q]), summarize(st.reqLat[len(st.reqLat)-q:]))
-	t.Logf("smart_compact_search: %d calls, latency %s; %d hits found only on a retry (max wait %s)",
-		st.searches, summarize(st.searchLat), st.late, st.maxLate.Round(time.Millisecond))
+	t.Logf("smart_compact_search: %d calls, latency %s", st.searches, summarize(st.searchLat))
 	t.Logf("smart_compact_sql: %d calls, latency %s", st.sqls, summarize(st.sqlLat))
+	t.Logf("%d reads from the second process found an acknowledged turn only on a retry (max wait %s)",
+		st.late, st.maxLate.Round(time.Millisecond))
 	t.Logf("-wal max size %.2f MB (bound %d MB); per session: %s", float64(walTop)/(1<<20), concWALLimit>>20, strings.Join(walNames, ", "))
 }
 
@@ -740,18 +741,36 @@ func concRead(ctx context.Context, id int, c *client.Client, sessions []*concSes
 		}
 		stmt := fmt.Sprintf("SELECT (SELECT count(*) FROM lines WHERE text LIKE '%s%%'), (SELECT max(seq) FROM messages)", marker)
 		args := map[string]any{"session_id": s.sid, "sql": stmt}
-		text, d, err := call(mcp.ToolSQL, args)
-		if !record(mcp.ToolSQL, d, err, args) {
-			continue
+		var lines int
+		var seq int64
+		first := time.Now()
+		for try := 0; ; try++ {
+			text, d, err := call(mcp.ToolSQL, args)
+			if !record(mcp.ToolSQL, d, err, args) {
+				break
+			}
+			var res struct {
+				Rows [][]float64 `json:"rows"`
+			}
+			if err := json.Unmarshal([]byte(text), &res); err != nil || len(res.Rows) != 1 || len(res.Rows[0]) != 2 {
+				st.fail("reader %d: sql answer: %v: %s", id, err, text)
+				break
+			}
+			lines, seq = int(res.Rows[0][0]), int64(res.Rows[0][1])
+			// serve writes a request's rows on its queue just after forwarding it, so another
+			// process may see them a moment after the answer (README: Decisions)
+			if lines == 0 && time.Since(first) <= concVisible {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			if try > 0 && lines > 0 {
+				st.mu.Lock()
+				st.late++
+				st.maxLate = max(st.maxLate, time.Since(first))
+				st.mu.Unlock()
+			}
+			break
 		}
-		var res struct {
-			Rows [][]float64 `json:"rows"`
-		}
-		if err := json.Unmarshal([]byte(text), &res); err != nil || len(res.Rows) != 1 || len(res.Rows[0]) != 2 {
-			st.fail("reader %d: sql answer: %v: %s", id, err, text)
-			continue
-		}
-		lines, seq := int(res.Rows[0][0]), int64(res.Rows[0][1])
 		if lines != concOutputLines {
 			st.fail("reader %d: %d lines of %q in %s, want %d", id, lines, marker, s.sid, concOutputLines)
 		}

@@ -365,6 +365,23 @@ func openSessionDB(t *testing.T, stateDir, sid string) *sql.DB {
 		}
 		t.Fatalf("session database: %v (sessions/ holds %q)", err, names)
 	}
+	// serve queues a request's rows and events and writes them right after forwarding it;
+	// wait until the session's files have been quiet for 300 ms (at most 10 s) so the reads
+	// below see the last request's writes.
+	quietSince, last := time.Now(), ""
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var stamp string
+		for _, f := range []string{path, path + "-wal"} {
+			if fi, err := os.Stat(f); err == nil {
+				stamp += fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
+			}
+		}
+		if stamp != last {
+			quietSince, last = time.Now(), stamp
+		} else if time.Since(quietSince) > 300*time.Millisecond {
+			break
+		}
+	}
 	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)

@@ -245,6 +245,7 @@ type pvStore struct {
 
 func pvRead(t *testing.T, e *adEnv, sid string) pvStore {
 	t.Helper()
+	e.root.SettleAll()
 	db, err := sql.Open("sqlite3", "file:"+filepath.Join(e.root.Dir(), "sessions", sid+".db")+"?mode=ro")
 	must(t, err)
 	defer db.Close()

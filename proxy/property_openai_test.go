@@ -643,6 +643,7 @@ func checkOpenAIConversation(t *testing.T, name string, c propConv, fake *fakeup
 	if len(reqs) != len(sent) {
 		fail("the fake saw %d requests, the client sent %d", len(reqs), len(sent))
 	}
+	root.SettleAll()
 	db, err := sql.Open("sqlite3", "file:"+root.Dir()+"/sessions/"+c.sid+".db?mode=ro")
 	if err != nil {
 		t.Fatal(err)

@@ -138,6 +138,7 @@ func decodeJSON(t testing.TB, b []byte) map[string]any {
 
 func sessionDB(t testing.TB, r *rig, sid string) *sql.DB {
 	t.Helper()
+	r.root.SettleAll() // the proxy queues its writes; read after they landed
 	db, err := sql.Open("sqlite3", "file:"+r.root.Dir()+"/sessions/"+sid+".db?mode=ro")
 	if err != nil {
 		t.Fatal(err)

@@ -349,10 +349,12 @@ func TestReviewSubagentIsItsOwnThread(t *testing.T) {
 		db := sessionDB(t, r, "agents")
 		lastTurnTrimmed := func(since int) bool {
 			var n int
+			r.root.SettleAll()
 			must(t, db.QueryRow(`SELECT count(*) FROM events WHERE kind = 'usage' AND id > ? AND trimmed = 2`, since).Scan(&n))
 			return n > 0
 		}
 		maxID := func() (id int) {
+			r.root.SettleAll()
 			must(t, db.QueryRow(`SELECT coalesce(max(id), 0) FROM events`).Scan(&id))
 			return id
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/store"
@@ -98,6 +99,7 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 		*out = sess
 	}
 	p.noteSource(sess, source, agent)
+	p.settleStores(sess)
 
 	msgs, thread, err := p.buildMessages(sess, req)
 	if err != nil {
@@ -178,7 +180,7 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 
 	v := render(req, msgs, plan, block, p.cfg().StandingInstruction, tg.family)
 	if !dry {
-		if p.storeRows(sid, thread, msgs, plan, now) {
+		if p.storeRows(sess, thread, msgs, plan, now) {
 			sess.keepThread(req.format, thread, msgs)
 		} else {
 			// the rows of messages the fast path reuses must be parsed again, with their text
@@ -238,15 +240,16 @@ func resolvePlan(ts *threadState, msgs []*message) cutPlan {
 	return p
 }
 
-// storeRows writes the request's rows with their in_context flags (contract: Rows). A
-// database error is logged as a fail-open line and the request goes on with its view.
+// storeRows queues the request's rows with their in_context flags on the session's write
+// queue (contract: Rows), so the request goes upstream without waiting for SQLite. A
+// database error is logged as a fail-open line from the queue; the request has its view.
 //
-// Once stored, a row's text is freed: the thread cache keeps the message for the fast path
-// and the store has the text, so a session costs about its request's size in memory rather
-// than twice that. ok is false when the store lost rows whose text is gone (the database was
-// deleted under a live session) or failed; the caller then drops the thread cache, so the
-// next request parses every message again and stores what is missing.
-func (p *Proxy) storeRows(sid, thread string, msgs []*message, plan cutPlan, now time.Time) (ok bool) {
+// Once stored, a row's text is freed (settleStores, at the session's next request): the
+// thread cache keeps the message for the fast path and the store has the text, so a session
+// costs about its request's size in memory rather than twice that. ok is false when the
+// session database could not be opened; the caller then drops the thread cache.
+func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cutPlan, now time.Time) (ok bool) {
+	sid := sess.sid
 	cutFP := ""
 	if plan.active() {
 		cutFP = msgs[plan.cut].firstFP
@@ -270,20 +273,54 @@ func (p *Proxy) storeRows(sid, thread string, msgs []*message, plan cutPlan, now
 		}
 	}
 	db, err := p.root.Session(sid)
-	var res store.SyncResult
-	if err == nil {
-		res, err = db.SyncRows(rows, now)
-	}
-	if errors.Is(err, store.ErrTextGone) {
-		p.log.Warn("smarter-compact: the session's database lacks rows it had stored; the next request is read whole", "session", sid)
-		return false
-	}
 	if err != nil {
 		p.storeFault(err)
 		return false
 	}
-	for _, m := range msgs {
-		if !m.textGone {
+	job := &storeJob{msgs: msgs}
+	onStored := p.cfg().OnRowsStored
+	db.SyncRowsLater(rows, now, func(res store.SyncResult, err error) {
+		switch {
+		case errors.Is(err, store.ErrTextGone):
+			p.log.Warn("smarter-compact: the session's database lacks rows it had stored; the next request is read whole", "session", sid)
+		case err != nil:
+			p.storeFault(err)
+		case res.Inserted > 0 && onStored != nil:
+			onStored(sid)
+		}
+		job.err = err
+		job.done.Store(true)
+	})
+	sess.stores = append(sess.stores, job)
+	return true
+}
+
+// storeJob is a request's rows on the write queue: the messages they came from, and how
+// the write ended (err is written before done, and read only after done reads true).
+type storeJob struct {
+	msgs []*message
+	err  error
+	done atomic.Bool
+}
+
+// settleStores looks at the session's finished row writes, oldest first (s.mu held): a
+// stored request's rows free their text; a failed one drops the thread cache, so the next
+// request parses every message again and stores what is missing, text and all.
+func (p *Proxy) settleStores(s *session) {
+	kept := s.stores[:0]
+	for _, job := range s.stores {
+		if !job.done.Load() {
+			kept = append(kept, job)
+			continue
+		}
+		if job.err != nil {
+			clear(s.threads)
+			continue
+		}
+		for _, m := range job.msgs {
+			if m.textGone {
+				continue
+			}
 			for i := range m.rows {
 				m.rows[i].text = ""
 			}
@@ -293,20 +330,21 @@ func (p *Proxy) storeRows(sid, thread string, msgs []*message, plan cutPlan, now
 			m.textGone = true
 		}
 	}
-	if res.Inserted > 0 && p.cfg().OnRowsStored != nil {
-		p.cfg().OnRowsStored(sid)
-	}
-	return true
+	clear(s.stores[len(kept):])
+	s.stores = kept
 }
 
+// event queues e on the session's write queue, after the rows queued before it.
 func (p *Proxy) event(sid string, e store.Event) {
-	db, err := p.root.Session(sid)
-	if err == nil {
-		err = db.AddEvent(e)
-	}
-	if err != nil {
+	failed := func(err error) {
 		p.log.Warn("smarter-compact: writing an event failed", "kind", e.Kind, "err", err.Error())
 	}
+	db, err := p.root.Session(sid)
+	if err != nil {
+		failed(err)
+		return
+	}
+	db.AddEventLater(e, failed)
 }
 
 // breakpoints counts the incoming request's cache_control markers and names their

@@ -113,6 +113,7 @@ func (h *adHTTP) post(t testing.TB, path string, body []byte, hdr map[string]str
 // adDB opens a session database read-only.
 func adDB(t testing.TB, root *store.Root, sid string) *sql.DB {
 	t.Helper()
+	root.SettleAll() // the proxy queues its writes; read after they landed
 	db, err := sql.Open("sqlite3", "file:"+filepath.Join(root.Dir(), "sessions", sid+".db")+"?mode=ro")
 	must(t, err)
 	t.Cleanup(func() { db.Close() })

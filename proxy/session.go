@@ -27,6 +27,9 @@ type session struct {
 	// dirty: state has usage samples not yet in .trim.json; saved: when it was last written.
 	dirty bool
 	saved time.Time
+	// stores are this session's row writes on the store's queue not yet looked at
+	// (settleStores).
+	stores []*storeJob
 	// cacheBytes is what threads and last cost, as cacheCost counts it; written with mu
 	// held, read by other sessions' recount without it.
 	cacheBytes atomic.Int64

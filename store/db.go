@@ -38,6 +38,7 @@ type DB struct {
 	closed bool
 
 	writers *writerSet   // the Root's connected writers; nil counts none
+	queue   writeQueue   // writes queued by SyncRowsLater and AddEventLater (queue.go)
 	used    atomic.Int64 // unix nanoseconds of the last call, for parking the least recent
 
 	stDataVersion *sql.Stmt
@@ -263,6 +264,7 @@ func (d *DB) prepare(ctx context.Context) error {
 func (d *DB) Path() string { return d.path }
 
 func (d *DB) close() error {
+	d.Settle() // the queued writes land first
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {

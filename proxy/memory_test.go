@@ -121,10 +121,13 @@ func TestSessionCachesStayWithinBudget(t *testing.T) {
 	}
 	var total int64
 	cached := 0
-	for _, s := range p.sessions {
+	for sid, s := range p.sessions {
 		total += s.cacheCost()
 		if len(s.threads) > 0 {
 			cached++
+		} else if len(s.stores) > 0 {
+			// the store jobs name the last request's messages: they must go with the cache
+			t.Errorf("session %s lost its cache but still holds %d store jobs", sid, len(s.stores))
 		}
 	}
 	if total > p.cacheBudget {

@@ -338,12 +338,7 @@ func bufferBody(r *http.Request) error {
 		return err
 	}
 	if len(raw) > maxBody {
-		rest := r.Body
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(raw), rest), rest}
-		r.GetBody = nil
+		streamRest(r, raw)
 		return nil
 	}
 	r.Body.Close()
@@ -378,12 +373,7 @@ func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel co
 	if len(raw) > maxBody {
 		// too large to rewrite: forward what was read and the rest as it comes
 		p.failOpen(nil, "body_too_large", errors.New("request body over the rewrite limit"), "proxy/proxy.go")
-		rest := out.Body
-		out.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(raw), rest), rest}
-		out.GetBody = nil
+		streamRest(out, raw)
 		p.rp.ServeHTTP(w, out.WithContext(ctx))
 		return
 	}
@@ -413,6 +403,16 @@ func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel co
 		ctx = context.WithValue(ctx, tapKey{}, res)
 	}
 	p.rp.ServeHTTP(w, out.WithContext(ctx))
+}
+
+// streamRest makes r's body the head already read followed by the rest as it comes.
+func streamRest(r *http.Request, head []byte) {
+	rest := r.Body
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), rest), rest}
+	r.GetBody = nil
 }
 
 // readBody reads up to maxBody+1 bytes of r's body into one buffer sized from

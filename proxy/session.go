@@ -96,10 +96,14 @@ func (p *Proxy) recount(s *session) {
 	}
 }
 
-// dropCache empties the session's fast-path caches (s.mu held).
+// dropCache empties the session's fast-path caches (s.mu held). Its store jobs go too:
+// they name the messages of the last request, which would otherwise stay in memory until
+// the session's next request, and with the cache gone their outcome no longer matters.
 func (s *session) dropCache() {
 	clear(s.threads)
 	s.last = nil
+	clear(s.stores)
+	s.stores = nil
 	s.cacheBytes.Store(0)
 }
 

@@ -1,6 +1,6 @@
 // Command smarter-compact is a per-user service that keeps coding-agent sessions inside the
 // model's context window (README.md). Everything lives in package app; this file only maps
-// signals to a context and the error to an exit code.
+// signals to a context and the error to an exit code, and sets the collector's pace.
 package main
 
 import (
@@ -8,12 +8,22 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/smarter-compact/smarter-compact/app"
 )
 
+// gcPercent is the Go collector's GOGC unless the environment sets GOGC. A desktop service
+// that runs all day should keep its footprint small: at the default of 100 the heap grows to
+// twice what is live before a collection; at 50, with 32 agents' 120k-token sessions at once,
+// serve's peak RSS fell from about 206 to 161 MB at the same throughput (docs/benchmarks.md).
+const gcPercent = 50
+
 func main() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := app.Main(ctx, os.Args[1:])
 	stop()

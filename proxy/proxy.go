@@ -382,7 +382,11 @@ func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel co
 	select {
 	case p.work <- struct{}{}:
 	case <-ctx.Done():
-		return // the client went away while the request waited for a slot
+		if isIdle(ctx) { // waited for a slot longer than the idle timeout
+			writeError(w, tg.family, http.StatusGatewayTimeout, "timeout_error",
+				"smarter-compact: the request waited for a rewrite slot longer than the idle timeout; the service is overloaded")
+		}
+		return // else the client went away while the request waited for a slot
 	}
 	res := p.rewriteSafely(tg, rt.agent, out.Header, raw, dry)
 	<-p.work

@@ -282,10 +282,11 @@ func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cu
 	db.SyncRowsLater(rows, now, func(res store.SyncResult, err error) {
 		switch {
 		case errors.Is(err, store.ErrTextGone):
-			p.log.Warn("smarter-compact: the session's database lacks rows it had stored; the next request is read whole", "session", sid)
+			p.log.Warn("smarter-compact: the session's database lacks rows it had stored; the next request stores them again", "session", sid)
 		case err != nil:
 			p.storeFault(err)
-		case res.Inserted > 0 && onStored != nil:
+		}
+		if res.Inserted > 0 && onStored != nil {
 			onStored(sid)
 		}
 		job.err = err

@@ -368,8 +368,9 @@ type RowWrite struct {
 	CutFingerprint string
 	// TextGone says the caller no longer holds Text because an earlier call stored the row
 	// (the proxy frees the text of rows it has stored). If the row is not stored after all
-	// (its database was deleted meanwhile), SyncRows writes nothing and fails with
-	// ErrTextGone; the caller sends the rows again with their text.
+	// (its database was deleted meanwhile), SyncRows leaves it out, writes the rest and
+	// returns its result with an error wrapping ErrTextGone; the caller sends the rows again
+	// with their text.
 	TextGone bool
 }
 
@@ -411,10 +412,7 @@ func (d *DB) plan(rows []RowWrite) (syncPlan, error) {
 		planned[r.Fingerprint] = struct{}{}
 		if known {
 			p.updates = append(p.updates, i)
-		} else {
-			if r.TextGone {
-				return syncPlan{}, fmt.Errorf("row %d (%s): %w", i, r.Fingerprint, ErrTextGone)
-			}
+		} else if !r.TextGone { // without its text it cannot be stored (SyncRows: textGone)
 			p.inserts = append(p.inserts, i)
 		}
 	}
@@ -450,7 +448,7 @@ func (d *DB) SyncRows(rows []RowWrite, now time.Time) (SyncResult, error) {
 		return SyncResult{}, fmt.Errorf("sync rows: %w", err)
 	}
 	if p.empty() {
-		return SyncResult{}, nil
+		return SyncResult{}, d.textGone(rows)
 	}
 	if _, err := d.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return SyncResult{}, fmt.Errorf("sync rows: begin: %w", err)
@@ -462,7 +460,7 @@ func (d *DB) SyncRows(rows []RowWrite, now time.Time) (SyncResult, error) {
 	}
 	if res == (SyncResult{}) {
 		_, _ = d.conn.ExecContext(ctx, "ROLLBACK")
-		return res, nil
+		return res, d.textGone(rows)
 	}
 	if _, err := d.conn.ExecContext(ctx, "COMMIT"); err != nil {
 		_, _ = d.conn.ExecContext(ctx, "ROLLBACK")
@@ -471,7 +469,24 @@ func (d *DB) SyncRows(rows []RowWrite, now time.Time) (SyncResult, error) {
 	for fp, st := range changed {
 		d.index[fp] = st
 	}
-	return res, nil
+	return res, d.textGone(rows)
+}
+
+// textGone reports the rows marked TextGone that are not stored: SyncRows left them out
+// and wrote the rest.
+func (d *DB) textGone(rows []RowWrite) error {
+	n := 0
+	for i := range rows {
+		if rows[i].TextGone {
+			if _, ok := d.index[rows[i].Fingerprint]; !ok {
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		return fmt.Errorf("sync rows: %d rows left out: %w", n, ErrTextGone)
+	}
+	return nil
 }
 
 // Multi-row INSERTs: FTS5 flushes its pending terms at the savepoint every statement that

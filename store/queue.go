@@ -1,6 +1,9 @@
 package store
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"sync"
 	"time"
 )
@@ -14,38 +17,61 @@ import (
 // after a request sees what the request stored; Root.Close and retention wait too.
 
 // maxQueued is how many jobs a database's queue holds; a caller finding it full waits for
-// room, so a store slower than the requests slows them down rather than filling memory.
-const maxQueued = 8
+// room up to queueWait, so a store slower than the requests slows them down rather than
+// filling memory, and a stuck one (a lock held elsewhere) fails the write instead of
+// holding the request: the proxy then stores the rows again with the session's next request.
+const (
+	maxQueued = 8
+	queueWait = 2 * time.Second
+)
+
+// ErrQueueFull is the error of a write that found its session's queue full for queueWait.
+var ErrQueueFull = errors.New("the session's write queue stayed full; the write was dropped")
 
 type writeQueue struct {
 	mu       sync.Mutex
-	cond     *sync.Cond // signalled when a job is taken or the queue empties
+	cond     *sync.Cond // signalled when a job ends
 	jobs     []func()
-	draining bool // a drain goroutine runs
+	draining bool   // a drain goroutine runs
+	queued   uint64 // jobs ever queued
+	ran      uint64 // jobs ever finished
+	room     chan struct{}
 }
 
 func (q *writeQueue) init() {
 	q.mu.Lock()
 	if q.cond == nil {
 		q.cond = sync.NewCond(&q.mu)
+		q.room = make(chan struct{}, maxQueued)
 	}
 	q.mu.Unlock()
 }
 
-// later queues job on d's write queue; it blocks only while the queue is full.
-func (d *DB) later(job func()) {
+// later queues job on d's write queue. It waits for room up to queueWait and then returns
+// ErrQueueFull without queueing.
+func (d *DB) later(job func()) error {
 	q := &d.queue
 	q.init()
-	q.mu.Lock()
-	for len(q.jobs) >= maxQueued {
-		q.cond.Wait()
+	select {
+	case q.room <- struct{}{}:
+	default:
+		t := time.NewTimer(queueWait)
+		defer t.Stop()
+		select {
+		case q.room <- struct{}{}:
+		case <-t.C:
+			return ErrQueueFull
+		}
 	}
+	q.mu.Lock()
 	q.jobs = append(q.jobs, job)
+	q.queued++
 	if !q.draining {
 		q.draining = true
 		go d.drain()
 	}
 	q.mu.Unlock()
+	return nil
 }
 
 func (d *DB) drain() {
@@ -55,40 +81,64 @@ func (d *DB) drain() {
 		if len(q.jobs) == 0 {
 			q.draining = false
 			q.jobs = nil
-			q.cond.Broadcast()
 			q.mu.Unlock()
 			return
 		}
 		job := q.jobs[0]
 		q.jobs[0] = nil
 		q.jobs = q.jobs[1:]
+		q.mu.Unlock()
+		runJob(job)
+		<-q.room
+		q.mu.Lock()
+		q.ran++
 		q.cond.Broadcast()
 		q.mu.Unlock()
-		job()
 	}
 }
 
-// Settle waits until every job queued on d before the call has run.
+// runJob runs a queued write; a panic in it (the store's or a caller's callback) is logged
+// by the caller's callback where it can be, and never ends the process: the write fails open.
+func runJob(job func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			fmt.Fprintf(os.Stderr, "smarter-compact: fail-open store at store/queue.go: a queued write panicked: %v\n", v)
+		}
+	}()
+	job()
+}
+
+// Settle waits until every job queued on d before the call has run; jobs queued later do
+// not keep it waiting.
 func (d *DB) Settle() {
 	q := &d.queue
 	q.init()
 	q.mu.Lock()
-	for q.draining {
+	for target := q.queued; q.ran < target; {
 		q.cond.Wait()
 	}
 	q.mu.Unlock()
 }
 
 // SyncRowsLater queues SyncRows(rows, now) on the session's write queue and returns; done
-// (may be nil) gets its result on the queue's goroutine and must not block. rows must not be
-// changed after the call.
+// (may be nil) gets its result on the queue's goroutine and must not block, or ErrQueueFull
+// on the caller's when the queue stayed full. rows must not be changed after the call.
 func (d *DB) SyncRowsLater(rows []RowWrite, now time.Time, done func(SyncResult, error)) {
-	d.later(func() {
-		res, err := d.SyncRows(rows, now)
-		if done != nil {
-			done(res, err)
-		}
+	err := d.later(func() {
+		res, err := SyncResult{}, errors.New("sync rows panicked")
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("sync rows panicked: %v", v)
+			}
+			if done != nil {
+				done(res, err)
+			}
+		}()
+		res, err = d.SyncRows(rows, now)
 	})
+	if err != nil && done != nil {
+		done(SyncResult{}, err)
+	}
 }
 
 // AddEventLater queues AddEvent(e) on the session's write queue, after the rows queued
@@ -97,11 +147,14 @@ func (d *DB) AddEventLater(e Event, failed func(error)) {
 	if e.At.IsZero() {
 		e.At = time.Now() // the time of the request, not of the write
 	}
-	d.later(func() {
+	err := d.later(func() {
 		if err := d.AddEvent(e); err != nil && failed != nil {
 			failed(err)
 		}
 	})
+	if err != nil && failed != nil {
+		failed(err)
+	}
 }
 
 // Settle waits for the writes queued for session sid so far (nothing when it has no

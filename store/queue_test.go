@@ -1,8 +1,8 @@
 package store
 
 import (
+	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -50,50 +50,122 @@ func TestQueuedWritesLandInOrderBeforeAReader(t *testing.T) {
 	}
 }
 
-// A full queue makes the caller wait: with the database locked by another connection, one
-// write runs (waiting on the lock), maxQueued wait, and the next caller blocks until the
-// queue moves.
-func TestFullQueueMakesTheCallerWait(t *testing.T) {
+// A full queue makes the caller wait for room, and gives up with ErrQueueFull after
+// queueWait: a stuck store fails the write instead of holding the request.
+func TestFullQueueWaitsThenGivesUp(t *testing.T) {
 	r := newRoot(t)
 	d := mustSession(t, r, "full")
-	other := otherConn(t, d.Path(), "_busy_timeout=0")
-	conn, err := other.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	release := make(chan struct{})
+	for range maxQueued {
+		if err := d.later(func() { <-release }); err != nil {
+			t.Fatal(err)
+		}
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
+	start := time.Now()
+	got := make(chan error, 1)
+	d.SyncRowsLater(chain([4]string{"user", "text", "", "late"}), time.Now(), func(_ SyncResult, err error) { got <- err })
+	if err := <-got; !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("a write past a full, stuck queue got %v, want ErrQueueFull", err)
 	}
-	var failed atomic.Int32
-	for i := range maxQueued + 1 { // one runs (waiting on the lock), maxQueued wait in the queue
-		d.SyncRowsLater(chain([4]string{"user", "text", "", fmt.Sprintf("r%d", i)}), time.Now(), func(_ SyncResult, err error) {
-			if err != nil {
-				failed.Add(1)
-			}
-		})
+	if waited := time.Since(start); waited < queueWait {
+		t.Fatalf("gave up after %s, want a wait of %s first", waited, queueWait)
 	}
+	// room comes back as soon as a job ends
 	queued := make(chan struct{})
 	go func() {
-		d.SyncRowsLater(chain([4]string{"user", "text", "", "last"}), time.Now(), nil)
+		d.SyncRowsLater(chain([4]string{"user", "text", "", "in time"}), time.Now(), nil)
 		close(queued)
 	}()
+	time.Sleep(100 * time.Millisecond)
+	close(release)
 	select {
 	case <-queued:
-		t.Fatal("a write was queued past a full queue")
-	case <-time.After(300 * time.Millisecond):
-	}
-	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-queued:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the caller still waits after the lock was released")
+	case <-time.After(queueWait):
+		t.Fatal("the caller still waits after the queue moved")
 	}
 	d.Settle()
-	if failed.Load() == 0 {
-		t.Log("no write met the lock's busy timeout") // timing: the lock was released first
+	if n := queryInt(t, otherConn(t, d.Path(), "mode=ro"), "SELECT count(*) FROM messages"); n != 1 {
+		t.Fatalf("%d rows stored, want only the one queued in time", n)
+	}
+}
+
+// Settle waits for the jobs queued before it, not for a queue that keeps filling.
+func TestSettleIsNotStarvedByLaterJobs(t *testing.T) {
+	r := newRoot(t)
+	d := mustSession(t, r, "starve")
+	release := make(chan struct{})
+	if err := d.later(func() { <-release }); err != nil {
+		t.Fatal(err)
+	}
+	settled := make(chan struct{})
+	go func() { d.Settle(); close(settled) }()
+	stop := make(chan struct{})
+	feeding := make(chan struct{})
+	go func() {
+		defer close(feeding)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = d.later(func() { time.Sleep(5 * time.Millisecond) })
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	select {
+	case <-settled:
+	case <-time.After(3 * time.Second):
+		t.Error("Settle still waits while later jobs keep coming")
+	}
+	close(stop)
+	<-feeding
+	<-settled
+}
+
+// A queued write that panics fails open: its caller hears of it and the queue goes on.
+func TestPanickingJobFailsOpen(t *testing.T) {
+	r := newRoot(t)
+	d := mustSession(t, r, "panic")
+	if err := d.later(func() { panic("boom") }); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	// a nil row slice element can't panic SyncRows; a done callback that panics can
+	d.SyncRowsLater(chain([4]string{"user", "text", "", "x"}), time.Now(), func(_ SyncResult, err error) {
+		got <- err
+		panic("callback boom")
+	})
+	if err := <-got; err != nil {
+		t.Fatalf("the write after a panicking job: %v", err)
+	}
+	d.Settle()
+	if n := queryInt(t, otherConn(t, d.Path(), "mode=ro"), "SELECT count(*) FROM messages"); n != 1 {
+		t.Fatalf("%d rows, want 1", n)
+	}
+}
+
+// Rows marked TextGone that are not stored are left out; the rest of the call is written
+// and the error says rows were left out.
+func TestTextGoneRowsLeftOutRestWritten(t *testing.T) {
+	r := newRoot(t)
+	d := mustSession(t, r, "gone")
+	rows := chain([4]string{"user", "text", "", "old"}, [4]string{"assistant", "text", "", "new"})
+	rows[0].Text, rows[0].TextGone = "", true
+	res, err := d.SyncRows(rows, time.Now())
+	if !errors.Is(err, ErrTextGone) {
+		t.Fatalf("err = %v, want ErrTextGone", err)
+	}
+	if res.Inserted != 1 {
+		t.Fatalf("inserted %d rows, want the one with its text", res.Inserted)
+	}
+	c := otherConn(t, d.Path(), "mode=ro")
+	if n := queryInt(t, c, "SELECT count(*) FROM messages WHERE text = 'new'"); n != 1 {
+		t.Fatal("the row with its text was not stored")
+	}
+	if n := queryInt(t, c, "SELECT count(*) FROM messages WHERE text = ''"); n != 0 {
+		t.Fatal("a row without its text was stored")
 	}
 }
 

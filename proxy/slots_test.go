@@ -1,0 +1,52 @@
+package proxy
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// A request that waits for a rewrite slot longer than the idle timeout gets a 504 in the
+// route's envelope, never an empty 200.
+func TestSlotWaitPastIdleTimeoutAnswers504(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{}`) }))
+	defer up.Close()
+	root, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	s := DefaultSettings()
+	s.Upstreams = map[string]string{"anthropic": up.URL}
+	s.IdleTimeout = 200 * time.Millisecond
+	p := New(s, allOn{}, root, slog.New(slog.DiscardHandler))
+	for range cap(p.work) { // every slot busy for a second
+		p.work <- struct{}{}
+	}
+	go func() {
+		time.Sleep(time.Second)
+		for range cap(p.work) {
+			<-p.work
+		}
+	}()
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL+"/claude-code/v1/messages",
+		strings.NewReader(`{"model":"claude-opus-5-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("X-Claude-Code-Session-Id", "slot-wait")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(b), `"timeout_error"`) {
+		t.Fatalf("got %d %q, want a 504 timeout_error", resp.StatusCode, b)
+	}
+}

@@ -128,7 +128,12 @@ func TestQuickRun(t *testing.T) {
 			}
 		}
 	}
-	if pf := res.Overhead.Profiles; res.Overhead.CutChecked == 0 || pf == nil || !strings.Contains(pf.WarmCum, "proxy.(*Proxy).ServeHTTP") || !strings.Contains(pf.CutCum, "proxy.(*Proxy).ServeHTTP") {
+	// A quick run's profile holds few samples: the request path or the store's write queue
+	// may lead it, so it is checked for our code, not for one function.
+	ours := func(top string) bool {
+		return strings.Contains(top, "smarter-compact/proxy.") || strings.Contains(top, "smarter-compact/store.")
+	}
+	if pf := res.Overhead.Profiles; res.Overhead.CutChecked == 0 || pf == nil || !ours(pf.WarmCum) || !ours(pf.CutCum) {
 		t.Errorf("overhead: %d new cuts checked; profiles %+v", res.Overhead.CutChecked, pf)
 	}
 }

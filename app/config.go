@@ -17,6 +17,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/smarter-compact/smarter-compact/proxy"
+	"github.com/smarter-compact/smarter-compact/web"
 )
 
 // Agent names as they appear in [context_proxy.agents], route prefixes and events
@@ -407,26 +408,14 @@ func (r *resolver) agents(cp *fileContextProxy) map[string]bool {
 			r.envErr(keyEnabled, v)
 		}
 	}
-	sw := switchesOf(cp, r.getenv)
-	agents := make(map[string]bool, len(configuredAgents)+1)
-	for _, a := range append(slices.Clone(configuredAgents), agentUnknown) {
-		agents[a], _ = sw.trimming(a)
-	}
-	return agents
+	return switchesOf(cp, r.getenv).effective()
 }
-
-// Agent modes as [context_proxy.agents] saves them: a key set true or false, or no key.
-const (
-	modeOn     = "on"
-	modeOff    = "off"
-	modeFollow = "follow"
-)
 
 // switchState is the trimming switches of config.toml and the environment (DESIGN.md §5).
 type switchState struct {
-	master bool              // [context_proxy] enabled; unset means true
-	paused bool              // [context_proxy] paused; unset means false
-	modes  map[string]string // configured agent → modeOn, modeOff or modeFollow
+	master bool                // [context_proxy] enabled; unset means true
+	paused bool                // [context_proxy] paused; unset means false
+	modes  map[string]web.Mode // configured agent → on (key true), off (key false), follow (no key)
 	// env is CONTEXT_PROXY_ENABLED when set to a valid value ("" otherwise), envOn its value.
 	env   string
 	envOn bool
@@ -434,7 +423,7 @@ type switchState struct {
 
 // switchesOf reads the switches from the decoded [context_proxy] table and getenv.
 func switchesOf(cp *fileContextProxy, getenv func(string) string) switchState {
-	sw := switchState{master: true, modes: map[string]string{}}
+	sw := switchState{master: true, modes: map[string]web.Mode{}}
 	if cp.Enabled != nil {
 		sw.master = *cp.Enabled
 	}
@@ -444,11 +433,11 @@ func switchesOf(cp *fileContextProxy, getenv func(string) string) switchState {
 	for agent, v := range map[string]*bool{agentClaudeCode: cp.Agents.ClaudeCode, agentCodex: cp.Agents.Codex, agentOpenCode: cp.Agents.OpenCode} {
 		switch {
 		case v == nil:
-			sw.modes[agent] = modeFollow
+			sw.modes[agent] = web.ModeFollow
 		case *v:
-			sw.modes[agent] = modeOn
+			sw.modes[agent] = web.ModeOn
 		default:
-			sw.modes[agent] = modeOff
+			sw.modes[agent] = web.ModeOff
 		}
 	}
 	if v := strings.TrimSpace(getenv(keyEnabled.env)); v != "" {
@@ -460,11 +449,20 @@ func switchesOf(cp *fileContextProxy, getenv func(string) string) switchState {
 }
 
 // mode is agent's saved mode; "unknown" and any agent without a key follow the master.
-func (sw switchState) mode(agent string) string {
+func (sw switchState) mode(agent string) web.Mode {
 	if m, ok := sw.modes[agent]; ok {
 		return m
 	}
-	return modeFollow
+	return web.ModeFollow
+}
+
+// effective is whether trimming is on for every configured agent and "unknown".
+func (sw switchState) effective() map[string]bool {
+	agents := make(map[string]bool, len(configuredAgents)+1)
+	for _, a := range append(slices.Clone(configuredAgents), agentUnknown) {
+		agents[a], _ = sw.trimming(a)
+	}
+	return agents
 }
 
 // trimming is the effective rule, with the reason in words: pause wins over everything (every
@@ -479,9 +477,9 @@ func (sw switchState) trimming(agent string) (on bool, why string) {
 		return false, "off: paused"
 	case sw.env != "":
 		return sw.envOn, fmt.Sprintf("%s: %s=%s overrides", onOffWord(sw.envOn), keyEnabled.env, sw.env)
-	case m == modeOn:
+	case m == web.ModeOn:
 		return true, "on (saved)"
-	case m == modeOff:
+	case m == web.ModeOff:
 		return false, "off (saved)"
 	default:
 		return sw.master, onOffWord(sw.master) + " (follows the master switch)"

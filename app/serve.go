@@ -97,11 +97,9 @@ func serve(ctx context.Context, args []string, sys system) error {
 		embedder = store.NewEmbedder(root, embedConfig(cfg, sys.getenv), log)
 		onRowsStored = embedder.Notify
 	}
-	ps := cfg.Proxy
-	ps.OnRowsStored = onRowsStored
-	px := proxy.New(ps, st, root, log)
-	defer px.Close() // after the server drained, before root.Close
-	st.attach(px, onRowsStored)
+	px := proxy.New(cfg.Proxy, st, root, log)
+	defer px.Close()            // after the server drained, before root.Close
+	st.attach(px, onRowsStored) // adds the embedder's hook before anything is served
 	recall := mcp.New(root, mcpOptions(cfg, sys))
 	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log})
 	srv := &http.Server{

@@ -221,7 +221,7 @@ func (s *state) State() web.State {
 	}
 	for _, agent := range slices.Concat(configuredAgents, []string{agentUnknown}) {
 		on, why := sw.trimming(agent)
-		a := web.AgentSwitch{Agent: agent, Mode: web.Mode(sw.mode(agent)), Trimming: on, Why: why, Route: base + routeOf(agent)}
+		a := web.AgentSwitch{Agent: agent, Mode: sw.mode(agent), Trimming: on, Why: why, Route: base + routeOf(agent)}
 		if agent == agentUnknown {
 			a.Route = base // the unprefixed routes; an unknown agent has no config to check
 		} else {
@@ -361,12 +361,7 @@ func (s *state) SetPaused(paused bool) error {
 // s.mu.
 func (s *state) applyPaused(paused bool) {
 	s.file.ContextProxy.Paused = &paused
-	sw := switchesOf(&s.file.ContextProxy, s.getenv)
-	agents := make(map[string]bool, len(configuredAgents)+1)
-	for _, a := range slices.Concat(configuredAgents, []string{agentUnknown}) {
-		agents[a], _ = sw.trimming(a)
-	}
-	s.cur.Agents = agents
+	s.cur.Agents = switchesOf(&s.file.ContextProxy, s.getenv).effective()
 	s.storeEnabled()
 }
 

@@ -213,15 +213,10 @@ func (r *Root) Events(ctx context.Context, sid string, limit int) ([]EventInfo, 
 		return nil, fmt.Errorf("session events: %w", err)
 	}
 	defer rd.Close()
-	var cols string
-	switch v := rd.SchemaVersion(); {
-	case v < 2:
+	cols, ok := eventColumns(rd.SchemaVersion(), "id", "at", "kind", "location", "error", "tokens_before", "tokens_after", "dropped",
+		"model", "trimmed", "input_tokens", "cache_read_tokens", "cache_creation_tokens", "output_tokens", "breakpoints")
+	if !ok {
 		return nil, nil // no events table
-	case v == 2:
-		cols = "id, at, kind, location, error, tokens_before, tokens_after, dropped, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
-	default:
-		cols = "id, at, kind, location, error, tokens_before, tokens_after, dropped, model, trimmed, " +
-			"input_tokens, cache_read_tokens, cache_creation_tokens, output_tokens, breakpoints"
 	}
 	db, err := rd.pool()
 	if err != nil {
@@ -245,7 +240,7 @@ func (r *Root) Events(ctx context.Context, sid string, limit int) ([]EventInfo, 
 		var e EventInfo
 		var at string
 		var location, errType, model *string
-		var ints [10]*int64
+		var ints [9]*int64
 		if err := q.Scan(&e.ID, &at, &e.Kind, &location, &errType, &ints[0], &ints[1], &ints[2], &model,
 			&ints[3], &ints[4], &ints[5], &ints[6], &ints[7], &ints[8]); err != nil {
 			return nil, fmt.Errorf("session events of %s: %w", sid, err)
@@ -344,7 +339,7 @@ func stampEntry(dir string, e fs.DirEntry) fileStamp {
 	if err != nil {
 		return noFile
 	}
-	return fileStamp{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	return stampOf(fi)
 }
 
 // sessionStamp is one state of a session's files: what was read at a stamp holds while

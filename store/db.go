@@ -38,7 +38,7 @@ type DB struct {
 	closed bool
 
 	writers *writerSet   // the Root's connected writers; nil counts none
-	queue   writeQueue   // writes queued by SyncRowsLater and AddEventLater (queue.go)
+	queue   *writeQueue  // writes queued by SyncRowsLater and AddEventLater (queue.go)
 	used    atomic.Int64 // unix nanoseconds of the last call, for parking the least recent
 
 	stDataVersion *sql.Stmt
@@ -107,7 +107,7 @@ func openDB(path string, ws *writerSet) (_ *DB, err error) {
 	if err := createDBFile(path); err != nil {
 		return nil, fmt.Errorf("create session db: %w", err)
 	}
-	d := &DB{path: path, writers: ws}
+	d := &DB{path: path, writers: ws, queue: newWriteQueue()}
 	if err := d.connect(); err != nil {
 		return nil, err
 	}

@@ -32,26 +32,23 @@ type writeQueue struct {
 	mu       sync.Mutex
 	cond     *sync.Cond // signalled when a job ends
 	jobs     []func()
-	draining bool   // a drain goroutine runs
-	queued   uint64 // jobs ever queued
-	ran      uint64 // jobs ever finished
-	room     chan struct{}
+	draining bool          // a drain goroutine runs
+	queued   uint64        // jobs ever queued
+	ran      uint64        // jobs ever finished
+	room     chan struct{} // a slot per job queued or running, maxQueued in all
 }
 
-func (q *writeQueue) init() {
-	q.mu.Lock()
-	if q.cond == nil {
-		q.cond = sync.NewCond(&q.mu)
-		q.room = make(chan struct{}, maxQueued)
-	}
-	q.mu.Unlock()
+// newWriteQueue returns an empty queue (openDB makes one per database).
+func newWriteQueue() *writeQueue {
+	q := &writeQueue{room: make(chan struct{}, maxQueued)}
+	q.cond = sync.NewCond(&q.mu)
+	return q
 }
 
 // later queues job on d's write queue. It waits for room up to queueWait and then returns
 // ErrQueueFull without queueing.
 func (d *DB) later(job func()) error {
-	q := &d.queue
-	q.init()
+	q := d.queue
 	select {
 	case q.room <- struct{}{}:
 	default:
@@ -75,7 +72,7 @@ func (d *DB) later(job func()) error {
 }
 
 func (d *DB) drain() {
-	q := &d.queue
+	q := d.queue
 	for {
 		q.mu.Lock()
 		if len(q.jobs) == 0 {
@@ -111,8 +108,7 @@ func runJob(job func()) {
 // Settle waits until every job queued on d before the call has run; jobs queued later do
 // not keep it waiting.
 func (d *DB) Settle() {
-	q := &d.queue
-	q.init()
+	q := d.queue
 	q.mu.Lock()
 	for target := q.queued; q.ran < target; {
 		q.cond.Wait()
@@ -174,7 +170,8 @@ func (r *Root) Settle(sid string) {
 	}
 }
 
-// SettleAll waits for the writes queued for every session so far (tests, shutdown).
+// SettleAll waits for the writes queued for every session so far (tests; Root.Close settles
+// each writer as it closes it).
 func (r *Root) SettleAll() {
 	r.mu.Lock()
 	entries := make([]*sessionEntry, 0, len(r.sessions))

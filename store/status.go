@@ -190,6 +190,28 @@ func statusProblem(err error) string {
 	return msg
 }
 
+// eventColumns joins names into a SELECT column list for the events table of a session
+// database of schema version v: on version 2 the columns version 3 added (schema.go) read as
+// NULL. ok is false below version 2, which has no events table.
+func eventColumns(v int, names ...string) (cols string, ok bool) {
+	if v < 2 {
+		return "", false
+	}
+	if v == 2 {
+		names = slices.Clone(names)
+		for i, n := range names {
+			if addedInV3[n] {
+				names[i] = "NULL"
+			}
+		}
+	}
+	return strings.Join(names, ", "), true
+}
+
+// addedInV3 are the events columns schema version 3 added.
+var addedInV3 = map[string]bool{"model": true, "thread_root": true, "trimmed": true, "input_tokens": true,
+	"cache_read_tokens": true, "cache_creation_tokens": true, "output_tokens": true, "breakpoints": true, "breakpoint_at": true}
+
 // statusEvents reads the session's events at or after since through a Reader.
 func (r *Root) statusEvents(ctx context.Context, sid, since string) ([]statusEvent, error) {
 	rd, err := r.OpenReader(sid)
@@ -197,16 +219,10 @@ func (r *Root) statusEvents(ctx context.Context, sid, since string) ([]statusEve
 		return nil, err
 	}
 	defer rd.Close()
-	var cols string
-	switch v := rd.SchemaVersion(); {
-	case v < 2:
+	cols, ok := eventColumns(rd.SchemaVersion(), "at", "kind", "version", "location", "error", "tokens_before", "tokens_after", "dropped",
+		"trimmed", "input_tokens", "cache_read_tokens", "cache_creation_tokens", "output_tokens", "breakpoints", "breakpoint_at")
+	if !ok {
 		return nil, nil // no events table
-	case v == 2:
-		cols = "at, kind, version, location, error, tokens_before, tokens_after, dropped, " +
-			"NULL, NULL, NULL, NULL, NULL, NULL, NULL"
-	default:
-		cols = "at, kind, version, location, error, tokens_before, tokens_after, dropped, " +
-			"trimmed, input_tokens, cache_read_tokens, cache_creation_tokens, output_tokens, breakpoints, breakpoint_at"
 	}
 	db, err := rd.pool()
 	if err != nil {

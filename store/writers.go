@@ -136,7 +136,7 @@ func (w *writerSet) stop() {
 	}
 }
 
-// connectedCount is how many writers hold a connection (tests, status).
+// connectedCount is how many writers hold a connection (tests).
 func (w *writerSet) connectedCount() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -50,7 +50,7 @@ type apiAgentBody struct {
 func (s *Server) apiStatus(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	body := apiStatusBody{State: s.control.State()}
-	stamp, _ := s.dataStamp(ctx)
+	stamp := s.dataStamp(ctx)
 	if st, err := s.status24(ctx, stamp); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

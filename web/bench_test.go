@@ -137,7 +137,7 @@ func BenchmarkPages200(b *testing.B) {
 		get(b, h, "/", false) // warm the store's caches
 		if live == "" {
 			live = fmt.Sprintf("/ui/live?rev=%d&data=", ctl.State().Revision)
-			stamp, _ := srv.dataStamp(b.Context())
+			stamp := srv.dataStamp(b.Context())
 			live += stamp
 		}
 		path := c.path

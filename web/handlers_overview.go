@@ -44,7 +44,7 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) error {
 			w.WriteHeader(http.StatusNoContent)
 			return nil
 		}
-		if stamp, _ := s.dataStamp(r.Context()); stamp == data {
+		if stamp := s.dataStamp(r.Context()); stamp == data {
 			w.WriteHeader(http.StatusNoContent)
 			return nil
 		}
@@ -65,7 +65,7 @@ func (s *Server) renderLive(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) liveView(ctx context.Context) (ui.Live, error) {
 	st := s.control.State()
 	now := s.now()
-	stamp, _ := s.dataStamp(ctx)
+	stamp := s.dataStamp(ctx)
 	l := ui.Live{
 		PollURL:     "/ui/live?rev=" + strconv.FormatUint(st.Revision, 10) + "&data=" + url.QueryEscape(stamp),
 		Revision:    st.Revision,
@@ -165,7 +165,7 @@ func average(c store.CacheCreation) (avg string, reqs int64) {
 // dataStamp hashes what the store's session list knows of every session file (name, newest
 // mtime, size) and the current minute: it changes when a request wrote anything, and once a
 // minute so the 24 h window slides. Sessions is cached by the store (a stat per file).
-func (s *Server) dataStamp(ctx context.Context) (string, []store.SessionInfo) {
+func (s *Server) dataStamp(ctx context.Context) string {
 	list, err := s.root.Sessions(ctx)
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d|", s.now().Unix()/60)
@@ -175,7 +175,7 @@ func (s *Server) dataStamp(ctx context.Context) (string, []store.SessionInfo) {
 	for _, si := range list {
 		fmt.Fprintf(h, "%s %d %d|", si.SessionID, si.LastActivity.UnixNano(), si.Bytes)
 	}
-	return hex.EncodeToString(h.Sum(nil)), list
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // status24 returns root.Status over the last 24 hours, cached while stamp holds.
@@ -184,7 +184,7 @@ func (s *Server) status24(ctx context.Context, stamp string) (store.Status, erro
 	s.mu.Lock()
 	c := s.status
 	s.mu.Unlock()
-	if c.stamp == stamp && c.err == nil && now.Sub(c.at) < statusMaxAge && now.Sub(c.at) >= 0 {
+	if c.stamp == stamp && now.Sub(c.at) < statusMaxAge && now.Sub(c.at) >= 0 {
 		return c.st, nil
 	}
 	st, err := s.root.Status(ctx, now, statusHours)

@@ -130,6 +130,7 @@ func (s *Server) runSearch(ctx context.Context, f ui.SearchForm, budget time.Dur
 		res       store.SearchResult
 		err       error
 		skipped   string
+		timedOut  bool // skipped because a time budget ran out
 		notSearch bool // left out by the live budget
 	}
 	outs := make([]outcome, len(list))
@@ -147,14 +148,14 @@ func (s *Server) runSearch(ctx context.Context, f ui.SearchForm, budget time.Dur
 					outs[i].skipped = si.Problem
 					continue
 				case ctx.Err() != nil:
-					outs[i].skipped = "the search ran out of time before this session"
+					outs[i].skipped, outs[i].timedOut = "the search ran out of time before this session", true
 					continue
 				case budget > 0 && time.Since(start) > budget:
 					outs[i].notSearch = true
 					continue
 				case o.Pattern != nil:
 					if o.Budget = time.Until(deadline); o.Budget <= 0 {
-						outs[i].skipped = "the 1 s pattern budget ran out before this session"
+						outs[i].skipped, outs[i].timedOut = "the 1 s pattern budget ran out before this session", true
 						continue
 					}
 				}
@@ -176,7 +177,7 @@ func (s *Server) runSearch(ctx context.Context, f ui.SearchForm, budget time.Dur
 			continue
 		case out.skipped != "":
 			res.Skipped = append(res.Skipped, si.SessionID+": "+out.skipped)
-			res.TimedOut = res.TimedOut || strings.Contains(out.skipped, "ran out")
+			res.TimedOut = res.TimedOut || out.timedOut
 			continue
 		case errors.Is(out.err, store.ErrNoSchema):
 			continue // created, nothing stored yet
@@ -201,11 +202,12 @@ func (s *Server) runSearch(ctx context.Context, f ui.SearchForm, budget time.Dur
 	if len(hits) > searchLimit {
 		hits, res.Truncated = hits[:searchLimit], true
 	}
+	mark := highlighter(opts)
 	for _, h := range s.hitDetails(ctx, opts, hits, &res) {
 		si := h.si
 		res.Hits = append(res.Hits, ui.SearchHit{
 			SID: si.SessionID, Href: rowHref(si.SessionID, h.hit.Seq), Seq: h.hit.Seq, Role: h.hit.Role, Kind: h.hit.Kind,
-			Name: h.hit.Name, InContext: h.hit.InContext, Excerpt: highlight(h.hit.Excerpt, opts), BlobHref: blobHref(h.hit.BlobID),
+			Name: h.hit.Name, InContext: h.hit.InContext, Excerpt: highlight(h.hit.Excerpt, mark), BlobHref: blobHref(h.hit.BlobID),
 			Agent: agentOf(*si), Cwd: si.Cwd,
 		})
 	}
@@ -296,23 +298,30 @@ func readProblem(err error) string {
 	return msg
 }
 
-// highlight splits an excerpt into plain and matched pieces: the pattern's matches, or the
-// query's words (case-insensitive substrings; FTS matches whole tokens, so this may mark a
-// little more than matched).
-func highlight(text string, o store.SearchOptions) []ui.Seg {
-	re := o.Pattern
+// highlighter is what highlight marks for a search: the pattern's matches, or the query's
+// words (case-insensitive substrings; FTS matches whole tokens, so this may mark a little
+// more than matched). nil marks nothing. Built once per search, not per hit.
+func highlighter(o store.SearchOptions) *regexp.Regexp {
+	if o.Pattern != nil {
+		return o.Pattern
+	}
+	var alts []string
+	for _, w := range strings.Fields(o.Query) {
+		w = strings.TrimFunc(w, func(r rune) bool { return !isWordRune(r) })
+		if w != "" {
+			alts = append(alts, regexp.QuoteMeta(w))
+		}
+	}
+	if len(alts) == 0 {
+		return nil
+	}
+	return regexp.MustCompile("(?i)" + strings.Join(alts, "|"))
+}
+
+// highlight splits an excerpt into plain and matched pieces by re (highlighter).
+func highlight(text string, re *regexp.Regexp) []ui.Seg {
 	if re == nil {
-		var alts []string
-		for _, w := range strings.Fields(o.Query) {
-			w = strings.TrimFunc(w, func(r rune) bool { return !isWordRune(r) })
-			if w != "" {
-				alts = append(alts, regexp.QuoteMeta(w))
-			}
-		}
-		if len(alts) == 0 {
-			return []ui.Seg{{Text: text}}
-		}
-		re = regexp.MustCompile("(?i)" + strings.Join(alts, "|"))
+		return []ui.Seg{{Text: text}}
 	}
 	var out []ui.Seg
 	last := 0

@@ -284,6 +284,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 			if si.Problem != "" {
 				p.Facts = append(p.Facts, ui.Fact{Label: "Problem", Value: si.Problem})
 			}
+			break
 		}
 	}
 	return s.render(w, r, http.StatusOK, ui.SessionView(p))

@@ -57,7 +57,6 @@ type statusCache struct {
 	stamp string
 	at    time.Time
 	st    store.Status
-	err   error
 }
 
 const statusMaxAge = time.Minute
@@ -111,7 +110,7 @@ func assetVersion(fsys fs.FS) string {
 // totals), so the store's caches are filled before the first page load; a service calls it
 // in the background after start. Errors are left for the pages to report.
 func (s *Server) Warm(ctx context.Context) {
-	stamp, _ := s.dataStamp(ctx)
+	stamp := s.dataStamp(ctx)
 	_, _ = s.status24(ctx, stamp)
 	_, _ = s.root.Daily(ctx, s.now(), dailyDays)
 }

@@ -33,25 +33,5 @@ func fnum(x float64, dec int) string {
 	return fmt.Sprintf("%.*f", dec, x)
 }
 
-// thousands formats an integer with comma separators: 1234567 → "1,234,567".
-func thousands(n int64) string {
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	s := fmt.Sprint(n)
-	var out []byte
-	for i := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
-}
-
 // ktok formats a token count as "123.4k".
 func ktok(n int) string { return fmt.Sprintf("%.1fk", float64(n)/1000) }

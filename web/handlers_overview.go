@@ -26,7 +26,7 @@ const dailyDays = 14
 
 // overview answers GET /.
 func (s *Server) overview(w http.ResponseWriter, r *http.Request) error {
-	live, err := s.liveView(r.Context())
+	live, err := s.liveView(r.Context(), "")
 	if err != nil {
 		return err
 	}
@@ -44,28 +44,34 @@ func (s *Server) live(w http.ResponseWriter, r *http.Request) error {
 			w.WriteHeader(http.StatusNoContent)
 			return nil
 		}
-		if stamp := s.dataStamp(r.Context()); stamp == data {
+		stamp := s.dataStamp(r.Context())
+		if stamp == data {
 			w.WriteHeader(http.StatusNoContent)
 			return nil
 		}
+		return s.renderLive(w, r, stamp)
 	}
-	return s.renderLive(w, r)
+	return s.renderLive(w, r, "")
 }
 
-// renderLive writes the live fragment.
-func (s *Server) renderLive(w http.ResponseWriter, r *http.Request) error {
-	live, err := s.liveView(r.Context())
+// renderLive writes the live fragment; stamp is the data stamp when the caller has it, ""
+// to compute it.
+func (s *Server) renderLive(w http.ResponseWriter, r *http.Request, stamp string) error {
+	live, err := s.liveView(r.Context(), stamp)
 	if err != nil {
 		return err
 	}
 	return s.render(w, r, http.StatusOK, ui.LiveSection(live))
 }
 
-// liveView gathers the state, the 24 h numbers and the daily chart.
-func (s *Server) liveView(ctx context.Context) (ui.Live, error) {
+// liveView gathers the state, the 24 h numbers and the daily chart; stamp is the data stamp
+// ("" computes it).
+func (s *Server) liveView(ctx context.Context, stamp string) (ui.Live, error) {
 	st := s.control.State()
 	now := s.now()
-	stamp := s.dataStamp(ctx)
+	if stamp == "" {
+		stamp = s.dataStamp(ctx)
+	}
 	l := ui.Live{
 		PollURL:     "/ui/live?rev=" + strconv.FormatUint(st.Revision, 10) + "&data=" + url.QueryEscape(stamp),
 		Revision:    st.Revision,
@@ -233,7 +239,7 @@ func controlError(what string, err error) error {
 // afterSwitch answers a switch: the fresh live fragment for htmx, else 303 to the overview.
 func (s *Server) afterSwitch(w http.ResponseWriter, r *http.Request) error {
 	if isHTMX(r) {
-		return s.renderLive(w, r)
+		return s.renderLive(w, r, "")
 	}
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 	return nil

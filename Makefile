@@ -11,7 +11,11 @@ ARGS    ?=
 
 export CGO_ENABLED := 1
 
-.PHONY: build run test fmt-check templ-check vet race e2e clean bench
+## hygiene: no tracked file over 1 MB, no tracked executable (.ci/tracked-files)
+hygiene:
+	@bash .ci/tracked-files
+
+.PHONY: hygiene build run test fmt-check templ-check vet race e2e clean bench
 
 ## build: bin/smarter-compact
 build:
@@ -23,7 +27,7 @@ run: build
 
 ## test: gofmt check, generated templ code up to date, go vet, then every unit test
 ## (hermetic: temp dirs, loopback only)
-test: fmt-check templ-check vet
+test: hygiene fmt-check templ-check vet
 	$(GO) test -tags '$(TAGS)' -count=1 ./...
 
 fmt-check:

@@ -1,10 +1,8 @@
-// Package installer will own agent wiring and its exact removal (DESIGN.md §8): the
+// Package installer owns agent wiring and its exact removal (DESIGN.md §8): the
 // minimal, text-level edits to Claude Code, Codex and OpenCode config files, the install
 // diff and snapshot that let uninstall revert only what is still ours (seed 004,
 // InstallDiff), and the per-user login service registration.
 //
 // It imports nothing of ours and is imported only by app. It never parses and re-marshals
 // a user's file, and never writes after a parse error.
-//
-// Empty for now: a later issue fills it.
 package installer

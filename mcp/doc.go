@@ -5,12 +5,12 @@
 //     databases, with row hits, total_matches and line_matches;
 //   - smart_compact_sql: one read-only SELECT against the newest resolved session database;
 //   - smart_compact_get: the full text of a compressed tool result (blobs/<id>.txt) in
-//     12,000-character pages (DESIGN.md §6).
+//     12,000-character pages (DESIGN.md §6);
+//   - context_status: the events summary of `smarter-compact status` over the last hours.
 //
 // New builds a Server over an opened store.Root; it serves over stdio (ServeStdio, the
 // `smarter-compact mcp` command) and over streamable HTTP (Handler, mounted at /mcp on the
 // serve listener). Every tool call appends one line of counts to <root>/tool-calls.jsonl.
-// context_status is not built yet.
 //
 // It reads the context store through package store only and never writes a session
 // database, so it works while serve is down. In stdio mode nothing but JSON-RPC goes to the

@@ -1,5 +1,6 @@
 // Package proxy is the model-API side of Smarter Compact: routes, the session id rule,
-// the Anthropic Messages adapter, tool-result compression, the sticky trim, the
+// the adapters of the three API formats (Anthropic Messages, OpenAI Chat Completions and
+// Responses, the last also for the ChatGPT Codex backend), tool-result compression, the sticky trim, the
 // signed-thinking strip, the standing instruction, the calibrated token estimate and the
 // usage tap on the response stream (DESIGN.md §4; contract seed 002: Trim, Rows,
 // Proxy-inserted text; seed 001: context proxy, token estimate).

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package app_test
+package e2e_test
 
 // The tray end to end (issue 6, Show: "a tray test under dbus-run-session"): the real
 // binary's `serve` on a private D-Bus session bus, driven from outside as a tray host
@@ -24,7 +24,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,7 +72,7 @@ var trayStatusRE = regexp.MustCompile(`^Today: (\d+) requests?, (\d+) trims?$`)
 
 func TestE2ETray(t *testing.T) {
 	t.Run("icons", testTrayIcons)
-	bin := buildBinary(t, t.TempDir())
+	bin := buildBinary(t)
 	t.Run("headless", func(t *testing.T) { testTrayHeadless(t, bin) })
 	daemon := findDBusDaemon(t)
 	t.Run("menu", func(t *testing.T) { testTrayMenu(t, daemon, bin) })
@@ -572,42 +571,12 @@ func startTrayServe(t *testing.T, bin, config string, env ...string) *trayServe 
 	if err := os.MkdirAll(runtimeDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	var last error
-	for range 3 {
-		port := freePort(t)
-		p := &serveProc{port: port, stateDir: filepath.Join(dir, "state"), log: &syncBuffer{}, done: make(chan struct{})}
-		p.cmd = exec.Command(bin, "serve")
-		p.cmd.Env = append([]string{
-			"PATH=" + os.Getenv("PATH"),
-			"HOME=" + filepath.Join(dir, "home"),
-			"XDG_CONFIG_HOME=" + s.configDir,
-			"XDG_RUNTIME_DIR=" + runtimeDir,
-			"SMARTER_COMPACT_CONFIG=" + s.config,
-			"SMARTER_COMPACT_STATE_DIR=" + p.stateDir,
-			"CONTEXT_PROXY_PORT=" + strconv.Itoa(port),
-		}, env...)
-		p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-		if err := p.cmd.Start(); err != nil {
-			t.Fatalf("start serve: %v", err)
-		}
-		go func() { p.err = p.cmd.Wait(); close(p.done) }()
-		if last = p.waitHealthy(15 * time.Second); last == nil {
-			s.serveProc = p
-			t.Cleanup(func() {
-				if err := p.stop(); err != nil {
-					t.Errorf("serve: %v\n%s", err, p.log)
-				}
-			})
-			return s
-		}
-		p.cmd.Process.Kill()
-		<-p.done
-		if !strings.Contains(p.log.String(), "in use") {
-			break
-		}
-	}
-	t.Fatalf("serve did not start: %v", last)
-	return nil
+	s.serveProc = launchServe(t, bin, dir, []string{"serve"}, []string{
+		"XDG_CONFIG_HOME=" + s.configDir,
+		"XDG_RUNTIME_DIR=" + runtimeDir,
+		"SMARTER_COMPACT_CONFIG=" + s.config,
+	}, env)
+	return s
 }
 
 // sigterm sends SIGTERM and waits up to 15 s: an error unless serve exited with status 0.
@@ -993,18 +962,4 @@ func diff(a, b []byte) int {
 		}
 	}
 	return n
-}
-
-// waitFor polls cond every 50 ms until it holds or d has passed.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -1,10 +1,12 @@
-package app_test
+//go:build e2e
+
+package e2e_test
 
 // The concurrency test: the real serve command, in process, with 8 simulated Claude Code
 // sessions writing through the proxy and 8 MCP clients reading the same context store at the
-// same time, for a minute as the recall issue asks. It runs in `make test` (no build tag):
-// 60 s, or 10 s with -short;
-// SMARTER_COMPACT_CONCURRENCY_SECONDS overrides both (at most 600).
+// same time, for a minute as the recall issue asks. It runs in `make e2e` (build tag e2e),
+// not in `make test`: 60 s, or 10 s with -short; SMARTER_COMPACT_CONCURRENCY_SECONDS
+// overrides both (at most 600).
 
 import (
 	"bufio"
@@ -16,7 +18,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -297,7 +298,7 @@ func startServeInProcess(t *testing.T, dir string) *serveInProcess {
 		if err != nil {
 			t.Fatal(err)
 		}
-		port := concFreePort(t)
+		port := freePort(t)
 		t.Setenv("CONTEXT_PROXY_PORT", strconv.Itoa(port))
 		ctx, cancel := context.WithCancel(context.Background())
 		s := &serveInProcess{base: "http://127.0.0.1:" + strconv.Itoa(port), cancel: cancel, done: make(chan error, 1),
@@ -364,16 +365,6 @@ func (s *serveInProcess) stop(t *testing.T) (string, error) {
 	s.logFile.Close()
 	s.logs = string(b)
 	return s.logs, s.err
-}
-
-func concFreePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 var concTurnRE = regexp.MustCompile(`CONC-TURN s=(\d+) t=(\d+)`)

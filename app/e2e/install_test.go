@@ -1,6 +1,6 @@
 //go:build e2e
 
-package app_test
+package e2e_test
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ func TestE2EInstall(t *testing.T) {
 	logCLIVersion(t, "Claude Code", claude, claudeVersion)
 	logCLIVersion(t, "Codex CLI", codex, codexVersion)
 	logCLIVersion(t, "OpenCode", opencode, openCodeVersion)
-	bin := buildBinary(t, t.TempDir())
+	bin := buildBinary(t)
 
 	fake := fakeupstream.Start(t, fakeupstream.Options{Reply: installReply, APIKey: "dummy-key"})
 	srv := startServe(t, bin,

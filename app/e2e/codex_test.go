@@ -1,6 +1,6 @@
 //go:build e2e
 
-package app_test
+package e2e_test
 
 import (
 	"bufio"
@@ -35,7 +35,7 @@ const codexModel = "gpt-5-codex"
 func TestE2ECodexTrims(t *testing.T) {
 	codex := findCLI(t, envCodex, "codex", "@openai/codex@"+codexVersion)
 	logCLIVersion(t, "Codex CLI", codex, codexVersion)
-	bin := buildBinary(t, t.TempDir())
+	bin := buildBinary(t)
 
 	work := filepath.Join(t.TempDir(), "work")
 	home := filepath.Join(t.TempDir(), "home")

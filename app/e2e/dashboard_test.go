@@ -1,6 +1,6 @@
 //go:build e2e
 
-package app_test
+package e2e_test
 
 // The browser test of the dashboard (issue 6, "Show"): headless Chromium, driven with
 // chromedp, against the real `smarter-compact serve` with a store seeded through the proxy.
@@ -221,7 +221,7 @@ func dashFiller(turn int) string {
 func TestE2EDashboard(t *testing.T) {
 	chromium := findChromium(t)
 	shots := artifactDir(t, "dashboard")
-	bin := buildBinary(t, t.TempDir())
+	bin := buildBinary(t)
 
 	cfgDir := t.TempDir()
 	configPath := filepath.Join(cfgDir, "config.toml")

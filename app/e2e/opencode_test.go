@@ -1,6 +1,6 @@
 //go:build e2e
 
-package app_test
+package e2e_test
 
 import (
 	"bufio"
@@ -30,7 +30,7 @@ const openCodeTrimAt = 16000
 func TestE2EOpenCodeTrims(t *testing.T) {
 	opencode := findCLI(t, envOpenCode, "opencode", "opencode-ai@"+openCodeVersion)
 	logCLIVersion(t, "OpenCode", opencode, openCodeVersion)
-	bin := buildBinary(t, t.TempDir())
+	bin := buildBinary(t)
 	for _, tc := range []struct {
 		name     string
 		format   string

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package app_test
+package e2e_test
 
 import (
 	"encoding/json"
@@ -63,7 +63,7 @@ func TestE2EClaudeCodeRecalls(t *testing.T) {
 	} else {
 		t.Logf("Claude Code %s at %s", strings.TrimSpace(string(out)), claude)
 	}
-	bin := buildBinary(t, t.TempDir())
+	bin := buildBinary(t)
 
 	work := filepath.Join(t.TempDir(), "work")
 	home := filepath.Join(t.TempDir(), "home")

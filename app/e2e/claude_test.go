@@ -1,6 +1,6 @@
 //go:build e2e
 
-package app_test
+package e2e_test
 
 import (
 	"bytes"
@@ -61,7 +61,7 @@ func TestE2EClaudeCodeTrims(t *testing.T) {
 	} else {
 		t.Logf("Claude Code %s at %s", v, claude)
 	}
-	bin := buildBinary(t, t.TempDir())
+	bin := buildBinary(t)
 	for _, tc := range []struct {
 		model string
 		args  []string // extra flags; none gives Claude Code's default model

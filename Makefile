@@ -26,7 +26,8 @@ run: build
 	./$(BIN) serve $(ARGS)
 
 ## test: gofmt check, generated templ code up to date, go vet, then every unit test
-## (hermetic: temp dirs, loopback only)
+## (hermetic: temp dirs, loopback only; the tests that build the binary, drive real CLIs or
+## soak for a minute have build tag e2e and run in `make e2e`)
 test: hygiene fmt-check templ-check vet
 	$(GO) test -tags '$(TAGS)' -count=1 ./...
 
@@ -46,17 +47,21 @@ vet:
 race:
 	$(GO) test -race -tags '$(TAGS)' -count=1 ./...
 
-## e2e: end-to-end tests (build tag e2e, named TestE2E…): the real agent CLIs (Claude Code, Codex,
-## OpenCode) through the real `serve` against a scripted strict fake model. Each CLI comes from
-## SMARTER_COMPACT_E2E_CLAUDE, SMARTER_COMPACT_E2E_CODEX or SMARTER_COMPACT_E2E_OPENCODE, else
-## `claude`, `codex` or `opencode` on PATH; without it its test skips and says why
-## (SMARTER_COMPACT_E2E_REQUIRE=1 makes that a failure). bash .ci/run installs all three into
-## .cache/e2e-clients. The dashboard test drives Chromium (SMARTER_COMPACT_E2E_CHROMIUM, else
-## chromium on PATH) and saves screenshots under SMARTER_COMPACT_E2E_ARTIFACTS; the tray test
-## starts its own dbus-daemon.
+## e2e: the end-to-end and slow tests (build tag e2e), which `make test` leaves out: in app/e2e
+## the real agent CLIs (Claude Code, Codex, OpenCode) through the real `serve` against a
+## scripted strict fake model (tests named TestE2E…), the built binary's stdio MCP server, and
+## the one-minute soak of serve under eight writers and eight MCP readers; in app/bench the
+## benchmark's -quick run. Each CLI comes from SMARTER_COMPACT_E2E_CLAUDE,
+## SMARTER_COMPACT_E2E_CODEX or SMARTER_COMPACT_E2E_OPENCODE, else `claude`, `codex` or
+## `opencode` on PATH; without it its test skips and says why (SMARTER_COMPACT_E2E_REQUIRE=1
+## makes that a failure). bash .ci/run installs all three into .cache/e2e-clients. The
+## dashboard test drives Chromium (SMARTER_COMPACT_E2E_CHROMIUM, else chromium on PATH) and
+## saves screenshots under SMARTER_COMPACT_E2E_ARTIFACTS; the tray test starts its own
+## dbus-daemon.
+E2E_PKGS := ./app/e2e/ ./app/bench/
 e2e:
-	$(GO) vet -tags '$(TAGS) e2e' ./app/
-	$(GO) test -tags '$(TAGS) e2e' ./app/ -run E2E -count=1 -v
+	$(GO) vet -tags '$(TAGS) e2e' $(E2E_PKGS)
+	$(GO) test -tags '$(TAGS) e2e' $(E2E_PKGS) -count=1 -v
 
 clean:
 	rm -rf bin

@@ -1,3 +1,8 @@
+//go:build e2e
+
+// TestQuickRun builds the binary and runs for about a minute: it runs in `make e2e`, not in
+// `make test`.
+
 package main
 
 import (

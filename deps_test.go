@@ -16,26 +16,63 @@ import (
 	"testing"
 )
 
-// importRules are the one-way edges of DESIGN.md §3, by top-level directory ("" is the
-// module root, main.go). A package may always import its own subpackages and parent.
-// "*" means every package of the module.
+// importRules are the one-way edges of DESIGN.md §3, by directory ("" is the module root,
+// main.go). A package follows the rule of the longest directory here that holds it (web/ui
+// follows web; proxy/fakeupstream has its own). Its non-test files may import the packages
+// that follow its own rule (its tree, parent included) and those that follow a rule it lists;
+// "*" means every package of the module. Nothing imports cmd (its packages are programs),
+// and nothing but main.go and cmd imports app (the composition root); apart from those two,
+// test files may import anything.
 var importRules = map[string][]string{
-	"":          {"app"},
-	"app":       {"*"},
-	"store":     {},
-	"proxy":     {"store"},
-	"mcp":       {"store"},
-	"web":       {"store", "assets"},
-	"installer": {},
-	"assets":    {},
+	"":                   {"app"},
+	"app":                {"*"},
+	"app/e2e":            {}, // test-only: doc.go imports nothing; its tests may import app
+	"app/tray":           {"assets", "installer", "store", "web"},
+	"cmd":                {"*"},
+	"store":              {},
+	"store/embedding":    {"store"},
+	"store/storetest":    {"store"},
+	"proxy":              {"store"},
+	"proxy/fakeupstream": {"store"},
+	"mcp":                {"store", "store/embedding"},
+	"web":                {"store", "assets"},
+	"installer":          {},
+	"assets":             {},
 }
 
-// driverOwner is the only package whose non-test files may import the SQLite driver
-// (STYLE.md: SQLite is opened one way, in one place).
-const (
-	sqliteDriver = "github.com/mattn/go-sqlite3"
-	driverOwner  = "store"
-)
+// thirdPartyRules name the directories (with their trees) whose non-test files may import a
+// third-party module, and what to say otherwise (STYLE.md: SQLite is opened one way, in one
+// place; chi and templ stay in web).
+var thirdPartyRules = []struct {
+	module string
+	owners []string
+	why    string
+}{
+	{"github.com/mattn/go-sqlite3", []string{"store"}, "only store may use the SQLite driver"},
+	// app/routes.go mounts proxy, web and mcp on one chi router (the root route table): the
+	// one exception outside web until that table moves to net/http or into web.
+	{"github.com/go-chi/chi", []string{"web", "app"}, "chi stays in web (and app's root route table)"},
+	{"github.com/a-h/templ", []string{"web"}, "templ stays in web"},
+}
+
+// ruleOf returns the key of importRules that dir follows: the longest directory holding it
+// ("" holds only the module root itself).
+func ruleOf(dir string) (string, bool) {
+	best, found := "", false
+	for k := range importRules {
+		if k == "" {
+			found = found || dir == ""
+			continue
+		}
+		if within(dir, k) && len(k) >= len(best) {
+			best, found = k, true
+		}
+	}
+	return best, found
+}
+
+// within reports whether dir is d or under it.
+func within(dir, d string) bool { return dir == d || strings.HasPrefix(dir, d+"/") }
 
 // TestDeps enforces the package graph and the package doc comments (STYLE.md practice 2).
 func TestDeps(t *testing.T) {
@@ -69,6 +106,21 @@ func TestDepsCatches(t *testing.T) {
 		"extra/extra.go":          "// Package extra is new.\npackage extra\n",
 		"packaging/gen.go":        "// Package packaging has no Go.\npackage packaging\n",
 		"store/testdata/bad.go":   "package bad\n\nimport _ \"example.com/m/app\"\n",
+		// The subpackage rules: the longest directory's rule wins, and each of these
+		// directories has one defect planted beside imports its rule allows.
+		"store/storetest/s.go": "// Package storetest helps.\npackage storetest\n\nimport (\n\t_ \"example.com/m/store\"\n\t_ \"example.com/m/web\"\n)\n",
+		"store/embedding/e.go": "// Package embedding embeds.\npackage embedding\n\nimport (\n\t_ \"example.com/m/store\"\n\t_ \"example.com/m/proxy\"\n)\n",
+		"mcp/m.go":             "// Package mcp serves.\npackage mcp\n\nimport (\n\t_ \"example.com/m/store\"\n\t_ \"example.com/m/store/embedding\"\n\t_ \"example.com/m/store/storetest\"\n\t_ \"github.com/go-chi/chi/v5\"\n)\n",
+		"mcp/m_test.go":        "package mcp\n\nimport _ \"example.com/m/store/storetest\"\n",
+		"cmd/bench/main.go":    "// Command bench benches.\npackage main\n\nimport _ \"example.com/m/app\"\n",
+		"app/run.go":           "package app\n\nimport _ \"example.com/m/cmd/bench\"\n",
+		"web/web_test.go":      "package web\n\nimport _ \"example.com/m/cmd/bench\"\n",
+		"app/tray/tray.go":     "// Package tray shows.\npackage tray\n\nimport (\n\t_ \"example.com/m/assets\"\n\t_ \"example.com/m/installer\"\n\t_ \"example.com/m/store\"\n\t_ \"example.com/m/web\"\n\t_ \"example.com/m/proxy\"\n)\n",
+		"app/e2e/doc.go":       "// Package e2e tests.\npackage e2e\n",
+		"app/e2e/x_test.go":    "package e2e_test\n\nimport (\n\t_ \"example.com/m/app\"\n\t_ \"github.com/mattn/go-sqlite3\"\n)\n",
+		"app/e2e/helper.go":    "package e2e\n\nimport _ \"example.com/m/app\"\n",
+		"web/ui/ui.go":         "// Package ui renders.\npackage ui\n\nimport (\n\t_ \"example.com/m/web\"\n\t_ \"github.com/a-h/templ\"\n\t_ \"github.com/go-chi/chi/v5\"\n)\n",
+		"installer/i.go":       "// Package installer installs.\npackage installer\n\nimport _ \"github.com/a-h/templ/runtime\"\n",
 	}
 	for name, text := range files {
 		p := filepath.Join(root, filepath.FromSlash(name))
@@ -84,12 +136,22 @@ func TestDepsCatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
+		`app/e2e/helper.go: imports example.com/m/app: app/e2e may import only [] (DESIGN.md §3)`,
+		`app/run.go: imports example.com/m/cmd/bench: nothing imports cmd`,
+		`app/tray/tray.go: imports example.com/m/proxy: app/tray may import only [assets installer store web] (DESIGN.md §3)`,
 		`extra: directory is not in importRules (deps_test.go): add it with its allowed imports (DESIGN.md §3)`,
+		`installer/i.go: imports github.com/a-h/templ/runtime: templ stays in web`,
+		`mcp/m.go: imports example.com/m/store/storetest: mcp may import only [store store/embedding] (DESIGN.md §3)`,
+		`mcp/m.go: imports github.com/go-chi/chi/v5: chi stays in web (and app's root route table)`,
 		`packaging/gen.go: packaging holds no Go code (DESIGN.md §3)`,
+		`proxy/fakeupstream/f.go: imports example.com/m/proxy: proxy/fakeupstream may import only [store] (DESIGN.md §3)`,
 		`proxy/proxy.go: imports github.com/mattn/go-sqlite3: only store may use the SQLite driver`,
 		`proxy/x_test.go: imports example.com/m/app: nothing imports app`,
 		`proxy: no package doc comment ("// Package proxy …") in a non-test file`,
+		`store/embedding/e.go: imports example.com/m/proxy: store/embedding may import only [store] (DESIGN.md §3)`,
 		`store/store.go: imports example.com/m/proxy: store may import only [] (DESIGN.md §3)`,
+		`store/storetest/s.go: imports example.com/m/web: store/storetest may import only [store] (DESIGN.md §3)`,
+		`web/web_test.go: imports example.com/m/cmd/bench: nothing imports cmd`,
 		`web: no package doc comment ("// Package web …") in a non-test file`,
 	}
 	if !slices.Equal(got, want) {
@@ -133,7 +195,7 @@ func checkTree(root, module string) ([]string, error) {
 			problems = append(problems, rel+": packaging holds no Go code (DESIGN.md §3)")
 			return nil
 		}
-		allowed, known := importRules[top]
+		rule, known := ruleOf(dir)
 		if !known {
 			if _, seen := docs[dir]; !seen {
 				problems = append(problems, dir+": directory is not in importRules (deps_test.go): add it with its allowed imports (DESIGN.md §3)")
@@ -159,19 +221,8 @@ func checkTree(root, module string) ([]string, error) {
 			if err != nil {
 				return err
 			}
-			if ip == sqliteDriver && !isTest && top != driverOwner {
-				problems = append(problems, fmt.Sprintf("%s: imports %s: only %s may use the SQLite driver", rel, ip, driverOwner))
-			}
-			if ip != module && !strings.HasPrefix(ip, module+"/") {
-				continue
-			}
-			target, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(ip, module), "/"), "/")
-			switch {
-			case target == "app" && top != "app" && (isTest || top != ""):
-				problems = append(problems, fmt.Sprintf("%s: imports %s: nothing imports app", rel, ip))
-			case isTest || target == top || slices.Contains(allowed, "*") || slices.Contains(allowed, target):
-			default:
-				problems = append(problems, fmt.Sprintf("%s: imports %s: %s may import only %v (DESIGN.md §3)", rel, ip, top, allowed))
+			if p := importProblem(module, dir, rule, ip, isTest); p != "" {
+				problems = append(problems, rel+": imports "+ip+": "+p)
 			}
 		}
 		return nil
@@ -193,6 +244,36 @@ func checkTree(root, module string) ([]string, error) {
 	}
 	slices.Sort(problems)
 	return problems, nil
+}
+
+// importProblem returns what is wrong with a file in dir, which follows rule, importing ip
+// ("" when nothing is).
+func importProblem(module, dir, rule, ip string, isTest bool) string {
+	if !isTest {
+		for _, r := range thirdPartyRules {
+			if within(ip, r.module) && !slices.ContainsFunc(r.owners, func(o string) bool { return within(dir, o) }) {
+				return r.why
+			}
+		}
+	}
+	if !within(ip, module) {
+		return ""
+	}
+	target := strings.TrimPrefix(strings.TrimPrefix(ip, module), "/")
+	top, _, _ := strings.Cut(dir, "/")
+	targetTop, _, _ := strings.Cut(target, "/")
+	targetRule, _ := ruleOf(target)
+	allowed := importRules[rule]
+	switch {
+	// main.go calls app.Main, and so do the programs under cmd (the bench runs it in a child).
+	case targetTop == "app" && top != "app" && top != "cmd" && (isTest || dir != ""):
+		return "nothing imports app"
+	case targetTop == "cmd" && top != "cmd":
+		return "nothing imports cmd"
+	case isTest || targetRule == rule || slices.Contains(allowed, "*") || slices.Contains(allowed, targetRule):
+		return ""
+	}
+	return fmt.Sprintf("%s may import only %v (DESIGN.md §3)", rule, allowed)
 }
 
 // hasPackageDoc reports whether f has the conventional doc comment: "Package <name> …", or

@@ -3,9 +3,7 @@ package mcp
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"regexp"
 	"slices"
@@ -484,20 +482,24 @@ func hitJSON(sid string, h store.Hit, query, hybrid bool) searchHit {
 	return out
 }
 
-// readProblem says why a session database could not be read, in words the model can pass on.
+// readProblem says why a session database could not be read (the kind of its
+// store.ReadError), in words the model can pass on.
 func readProblem(err error) string {
-	msg := err.Error()
-	switch {
-	case errors.Is(err, store.ErrUnsupportedSchema):
-		return "its database was written by a newer smarter-compact (newer schema); update smarter-compact to read it"
-	case errors.Is(err, store.ErrNoSchema):
-		return "its database holds nothing yet"
-	case errors.Is(err, fs.ErrNotExist):
-		return "its database no longer exists (deleted by retention?)"
-	case strings.Contains(msg, "locked") || strings.Contains(msg, "busy"):
-		return "its database is locked by another process; try again in a moment"
+	re := store.AsReadError(err)
+	if re == nil {
+		return err.Error()
 	}
-	return msg
+	switch re.Kind {
+	case store.ReadNewerSchema:
+		return "its database was written by a newer smarter-compact (newer schema); " + re.Hint
+	case store.ReadNoSchema:
+		return "its database holds nothing yet"
+	case store.ReadMissing:
+		return "its database no longer exists (deleted by retention?)"
+	case store.ReadLocked:
+		return "its database is locked by another process; " + re.Hint
+	}
+	return err.Error()
 }
 
 func describeSkipped(skipped []skippedSession) string {

@@ -464,8 +464,8 @@ func (c *dashCache) prune(files []sessionFiles) {
 // newer schema or a file that is not a database. A lock, a timeout or a vanished file may
 // clear on their own and are read again.
 func cacheableErr(err error) bool {
-	return errors.Is(err, ErrUnsupportedSchema) || errors.Is(err, ErrNoSchema) ||
-		strings.Contains(err.Error(), "not a database")
+	re := AsReadError(err)
+	return re != nil && !re.Transient()
 }
 
 // sessionSummary is what Sessions and Daily read of one session at one stamp.
@@ -566,6 +566,7 @@ func (r *Root) readSummary(ctx context.Context, sid string) (sum sessionSummary,
 	}
 	defer func() {
 		if err != nil {
+			err = readError(r.sessionFile(sid, ".db"), err)
 			sum = sessionSummary{agent: sum.agent, cwd: sum.cwd, problem: statusProblem(err)}
 		}
 	}()

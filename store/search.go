@@ -107,7 +107,10 @@ type SearchResult struct {
 //
 // Roles and InContext filter hits and both counts. Each hit carries up to Context rows of its
 // thread before and after it.
-func (rd *Reader) Search(ctx context.Context, o SearchOptions) (SearchResult, error) {
+//
+// An error reading the database is a *ReadError.
+func (rd *Reader) Search(ctx context.Context, o SearchOptions) (_ SearchResult, err error) {
+	defer func() { err = readError(rd.path, err) }()
 	c, err := rd.conn()
 	if err != nil {
 		return SearchResult{}, err
@@ -157,7 +160,9 @@ func normalize(o SearchOptions) SearchOptions {
 // query search its MatchedTerms and Rank): thread, role, kind, name, in_context, blob, the
 // excerpt around the first match and, with o.Context, the neighbours. o is the search the
 // hits came from (Query or Pattern, Context). A hit whose row no longer exists is an error.
-func (rd *Reader) Details(ctx context.Context, o SearchOptions, hits []Hit) error {
+// An error reading the database is a *ReadError.
+func (rd *Reader) Details(ctx context.Context, o SearchOptions, hits []Hit) (err error) {
+	defer func() { err = readError(rd.path, err) }()
 	c, err := rd.conn()
 	if err != nil {
 		return err

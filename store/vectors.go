@@ -153,8 +153,10 @@ type VectorStatus struct {
 
 // Vectors picks the model a hybrid search uses and reports its progress: configured when it
 // has vectors in this database, else the model with the most vectors, else configured (whose
-// rows are then all pending). With no configured model and no vectors, Model is "".
-func (rd *Reader) Vectors(ctx context.Context, configured string) (VectorStatus, error) {
+// rows are then all pending). With no configured model and no vectors, Model is "". An error
+// reading the database is a *ReadError.
+func (rd *Reader) Vectors(ctx context.Context, configured string) (_ VectorStatus, err error) {
+	defer func() { err = readError(rd.path, err) }()
 	db, err := rd.pool()
 	if err != nil {
 		return VectorStatus{}, err

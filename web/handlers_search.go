@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"regexp"
 	"slices"
@@ -284,18 +283,21 @@ func compilePattern(p string) (*regexp.Regexp, string) {
 	return re, ""
 }
 
-// readProblem says why a session could not be searched.
+// readProblem says why a session could not be searched (the kind of its store.ReadError).
 func readProblem(err error) string {
-	msg := err.Error()
-	switch {
-	case errors.Is(err, store.ErrUnsupportedSchema):
-		return "written by a newer smarter-compact (newer schema); update to search it"
-	case errors.Is(err, fs.ErrNotExist):
-		return "deleted while searching (retention?)"
-	case strings.Contains(msg, "locked") || strings.Contains(msg, "busy"):
-		return "locked by another process; try again in a moment"
+	re := store.AsReadError(err)
+	if re == nil {
+		return err.Error()
 	}
-	return msg
+	switch re.Kind {
+	case store.ReadNewerSchema:
+		return "written by a newer smarter-compact (newer schema); update to search it"
+	case store.ReadMissing:
+		return "deleted while searching (retention?)"
+	case store.ReadLocked:
+		return "locked by another process; " + re.Hint
+	}
+	return err.Error()
 }
 
 // highlighter is what highlight marks for a search: the pattern's matches, or the query's

@@ -159,6 +159,25 @@ func (r *Root) summary(ctx context.Context, f *sessionFiles) (sessionSummary, er
 	return sum, nil
 }
 
+// sessionAgent is the session's agent and cwd from its registration, or without an agent
+// there, the agent of its trim state (the route its requests came on); "" when unknown.
+func (r *Root) sessionAgent(sid string) (agent, cwd string) {
+	if reg, err := r.Registration(sid); err == nil && reg != nil {
+		agent, cwd = reg.Agent, reg.Cwd
+	}
+	if agent == "" {
+		if b, err := r.LoadTrimState(sid); err == nil && len(b) > 0 {
+			var st struct {
+				Agent string `json:"agent"`
+			}
+			if json.Unmarshal(b, &st) == nil && st.Agent != "unknown" {
+				agent = st.Agent
+			}
+		}
+	}
+	return agent, cwd
+}
+
 // readSummary reads the session's summary. With err set (the database could not be read)
 // sum has problem set and the counts zero.
 func (r *Root) readSummary(ctx context.Context, sid string) (sum sessionSummary, err error) {
@@ -166,19 +185,7 @@ func (r *Root) readSummary(ctx context.Context, sid string) (sum sessionSummary,
 		sum.problem = "the file name is not a session id; rename or delete sessions/" + sid + ".db"
 		return sum, nil
 	}
-	if reg, err := r.Registration(sid); err == nil && reg != nil {
-		sum.agent, sum.cwd = reg.Agent, reg.Cwd
-	}
-	if sum.agent == "" {
-		if b, err := r.LoadTrimState(sid); err == nil && len(b) > 0 {
-			var st struct {
-				Agent string `json:"agent"`
-			}
-			if json.Unmarshal(b, &st) == nil && st.Agent != "unknown" {
-				sum.agent = st.Agent
-			}
-		}
-	}
+	sum.agent, sum.cwd = r.sessionAgent(sid)
 	defer func() {
 		if err != nil {
 			err = readError(r.sessionFile(sid, ".db"), err)

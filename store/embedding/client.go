@@ -93,14 +93,7 @@ func (c *Client) Embed(ctx context.Context, model string, inputs []string) ([][]
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		var ne net.Error
-		switch {
-		case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
-			return nil, newError("timeout", err)
-		case errors.Is(err, context.Canceled):
-			return nil, newError("canceled", err)
-		}
-		return nil, newError("connect", err)
+		return nil, doError(err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
@@ -141,6 +134,20 @@ func (c *Client) Embed(ctx context.Context, model string, inputs []string) ([][]
 		vecs[k] = d.Embedding
 	}
 	return vecs, nil
+}
+
+// doError is the *Error of a failed http.Client.Do: timeout, canceled or connect.
+func doError(err error) *Error {
+	_, file, line, _ := runtime.Caller(1)
+	typ := "connect"
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		typ = "timeout"
+	case errors.Is(err, context.Canceled):
+		typ = "canceled"
+	}
+	return &Error{Type: typ, Location: location(file, line), Err: err}
 }
 
 // location is file:line as the log lines name it: the last two folders and the file name

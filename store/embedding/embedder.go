@@ -221,16 +221,8 @@ func (e *Embedder) runSession(ctx context.Context, sid string) {
 	e.mu.Lock()
 	failed := e.failures[sid]
 	e.mu.Unlock()
-	if len(failed) > 0 { // rows that never failed first, each group in the contract's order
-		fresh, retry := seqs[:0:0], []int64(nil)
-		for _, s := range seqs {
-			if failed[s] > 0 {
-				retry = append(retry, s)
-			} else {
-				fresh = append(fresh, s)
-			}
-		}
-		seqs = append(fresh, retry...)
+	if len(failed) > 0 {
+		seqs = failedLast(seqs, failed)
 	}
 
 	size := e.batchSize()
@@ -251,20 +243,7 @@ func (e *Embedder) runSession(ctx context.Context, sid string) {
 			e.log.Warn("smarter-compact: embedding failed "+typ+" at "+loc, "err", errorText(err))
 			return
 		}
-		var inputs []string
-		var inSeqs []int64
-		blank := map[int64][]float32{}
-		for _, s := range batch {
-			t, ok := texts[s]
-			switch {
-			case !ok:
-			case store.BlankText(t): // a head of blanks (the text was cut to max_chars): nothing to embed
-				blank[s] = nil
-			default:
-				inputs = append(inputs, t)
-				inSeqs = append(inSeqs, s)
-			}
-		}
+		inputs, inSeqs, blank := splitInputs(batch, texts)
 		if len(blank) > 0 {
 			if err := db.PutVectors(e.cfg.Model, blank); err != nil {
 				e.storeFailed(err)
@@ -329,6 +308,38 @@ func (e *Embedder) runSession(ctx context.Context, sid string) {
 		e.setBatchSize(size)
 		e.log.Info(fmt.Sprintf("smarter-compact: embedded rows=%d seconds=%.2f batch=%d", len(inputs), elapsed.Seconds(), size))
 	}
+}
+
+// failedLast puts the rows that never failed first, each group in the contract's order.
+func failedLast(seqs []int64, failed map[int64]int) []int64 {
+	fresh, retry := seqs[:0:0], []int64(nil)
+	for _, s := range seqs {
+		if failed[s] > 0 {
+			retry = append(retry, s)
+		} else {
+			fresh = append(fresh, s)
+		}
+	}
+	return append(fresh, retry...)
+}
+
+// splitInputs sorts a batch's rows into the texts to embed (with their seqs) and the rows
+// whose head is blank (the text was cut to max_chars): nothing to embed, a dim = 0 vector.
+// Rows gone since they were listed are in neither.
+func splitInputs(batch []int64, texts map[int64]string) (inputs []string, inSeqs []int64, blank map[int64][]float32) {
+	blank = map[int64][]float32{}
+	for _, s := range batch {
+		t, ok := texts[s]
+		switch {
+		case !ok:
+		case store.BlankText(t):
+			blank[s] = nil
+		default:
+			inputs = append(inputs, t)
+			inSeqs = append(inSeqs, s)
+		}
+	}
+	return inputs, inSeqs, blank
 }
 
 // countFailures adds one failure to each row that failed alone in a run where the endpoint

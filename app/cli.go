@@ -15,6 +15,7 @@ import (
 
 	"github.com/smarter-compact/smarter-compact/mcp"
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/embedding"
 )
 
 // version is the release, set at link time by `make build`
@@ -214,8 +215,8 @@ func mcpStdio(ctx context.Context, args []string, sys system) error {
 
 // embedConfig is the background embedder's configuration ([context_store] embedding_*; the
 // API key only from CONTEXT_EMBEDDING_API_KEY, never from the config file).
-func embedConfig(cfg Config, getenv func(string) string) store.EmbedConfig {
-	return store.EmbedConfig{
+func embedConfig(cfg Config, getenv func(string) string) embedding.Config {
+	return embedding.Config{
 		Model:    cfg.EmbeddingModel,
 		URL:      cfg.EmbeddingURL,
 		APIKey:   getenv("CONTEXT_EMBEDDING_API_KEY"),
@@ -230,7 +231,7 @@ func mcpOptions(cfg Config, sys system) mcp.Options {
 	opts := mcp.Options{Workspace: sys.workdir, Log: sys.log, Version: version,
 		EmbeddingModel: cfg.EmbeddingModel, EmbeddingTimeout: cfg.EmbeddingTimeout}
 	if cfg.EmbeddingURL != "" {
-		opts.Embedding = store.NewEmbedClient(cfg.EmbeddingURL, sys.getenv("CONTEXT_EMBEDDING_API_KEY"), nil)
+		opts.Embedding = embedding.NewClient(cfg.EmbeddingURL, sys.getenv("CONTEXT_EMBEDDING_API_KEY"), nil)
 	}
 	return opts
 }

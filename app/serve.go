@@ -17,6 +17,7 @@ import (
 	"github.com/smarter-compact/smarter-compact/mcp"
 	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/embedding"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -90,11 +91,11 @@ func serve(ctx context.Context, args []string, sys system) error {
 	}
 	defer root.Close()
 	st.storeDir = root.Dir() // before anything reads the state concurrently
-	var embedder *store.Embedder
+	var embedder *embedding.Embedder
 	var onRowsStored func(string)
 	if cfg.EmbeddingModel != "" {
 		// Vectors (contract: Vectors): the proxy queues a database after it stored new rows.
-		embedder = store.NewEmbedder(root, embedConfig(cfg, sys.getenv), log)
+		embedder = embedding.NewEmbedder(root, embedConfig(cfg, sys.getenv), log)
 		onRowsStored = embedder.Notify
 	}
 	px := proxy.New(cfg.Proxy, st, root, log)

@@ -14,6 +14,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/storetest"
 )
 
 // fixedNow is the clock tests give the server, so tool-calls.jsonl lines are predictable.
@@ -40,16 +41,8 @@ func newRig(t *testing.T) *rig {
 			t.Fatal(err)
 		}
 	}
-	var err error
-	if r.writer, err = store.Open(r.dir); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.writer.Close() })
-	reader, err := store.Open(r.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reader.Close() })
+	r.writer = storetest.OpenRootAt(t, r.dir)
+	reader := storetest.OpenRootAt(t, r.dir)
 	r.srv = New(reader, Options{Workspace: r.workspace, Now: func() time.Time { return fixedNow }, Version: "test"})
 	return r
 }
@@ -74,30 +67,11 @@ type row struct {
 // writeSession stores rows as one thread of sessions/<sid>.db through the writer.
 func (r *rig) writeSession(t *testing.T, sid string, rows ...row) {
 	t.Helper()
-	db, err := r.writer.Session(sid)
-	if err != nil {
-		t.Fatal(err)
+	seed := make([]storetest.Row, len(rows))
+	for i, x := range rows {
+		seed[i] = storetest.Row{Role: x.role, Kind: x.kind, Name: x.name, Text: x.text, Trimmed: x.trimmed, Blob: x.blob}
 	}
-	var ws []store.RowWrite
-	prev := ""
-	for _, x := range rows {
-		fp := store.Fingerprint(prev, x.role, x.kind, x.name, x.text)
-		thread := fp
-		if len(ws) > 0 {
-			thread = ws[0].Fingerprint
-		}
-		w := store.RowWrite{Fingerprint: fp, Thread: thread, Role: x.role, Kind: x.kind, Name: x.name, Text: x.text, InContext: !x.trimmed}
-		if x.blob {
-			if w.BlobID, err = r.writer.WriteBlob(x.text); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ws = append(ws, w)
-		prev = fp
-	}
-	if _, err := db.SyncRows(ws, fixedNow); err != nil {
-		t.Fatal(err)
-	}
+	storetest.SyncRows(t, r.writer, sid, fixedNow, seed)
 }
 
 // standardSession is a small conversation with one secret value said by the user, echoed by

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/embedding"
 )
 
 // fakeEmbedder is an OpenAI-compatible /embeddings endpoint that answers each input with the
@@ -94,7 +95,7 @@ func TestSearchHybrid(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = reader.Close() })
 	srv := New(reader, Options{Workspace: r.workspace, Now: func() time.Time { return fixedNow }, Version: "test",
-		Embedding: store.NewEmbedClient(url, "", nil), EmbeddingModel: "m", EmbeddingTimeout: 5 * time.Second})
+		Embedding: embedding.NewClient(url, "", nil), EmbeddingModel: "m", EmbeddingTimeout: 5 * time.Second})
 	c := httpClient(t, srv)
 	search := func(args map[string]any) hybridAnswer {
 		t.Helper()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/embedding"
 )
 
 func reviewHybridServer(t *testing.T, url string) (func(map[string]any) hybridAnswer, *rig) {
@@ -29,7 +30,7 @@ func reviewHybridServer(t *testing.T, url string) (func(map[string]any) hybridAn
 	}
 	t.Cleanup(func() { _ = reader.Close() })
 	srv := New(reader, Options{Workspace: r.workspace, Now: func() time.Time { return fixedNow }, Version: "test",
-		Embedding: store.NewEmbedClient(url, "", nil), EmbeddingModel: "m", EmbeddingTimeout: 5 * time.Second})
+		Embedding: embedding.NewClient(url, "", nil), EmbeddingModel: "m", EmbeddingTimeout: 5 * time.Second})
 	c := httpClient(t, srv)
 	return func(args map[string]any) hybridAnswer {
 		t.Helper()

@@ -1,11 +1,8 @@
 package mcp
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"regexp"
 	"slices"
@@ -265,9 +262,6 @@ type searchHit struct {
 	BlobIDs      []string    `json:"blob_ids,omitempty"`
 	Before       []neighbour `json:"before,omitempty"`
 	After        []neighbour `json:"after,omitempty"`
-
-	matched int
-	rank    float64
 }
 
 type neighbour struct {
@@ -316,143 +310,41 @@ func (s *Server) search(ctx context.Context, req mcpgo.CallToolRequest, rec *cal
 		SessionIDNote:    res.note,
 	}
 	query := sr.opts.Pattern == nil
-
-	// Open every session first: a hybrid search needs each one's vector model before the
-	// query is embedded.
-	type session struct {
-		sid     string
-		rd      *store.Reader
-		vectors store.VectorStatus
-	}
-	var sessions []session
-	defer func() {
-		for _, se := range sessions {
-			_ = se.rd.Close()
-		}
-	}()
-	hasVectors := false
-	for _, sid := range res.sids {
-		rd, err := s.root.OpenReader(sid)
-		if err == nil && query {
-			var vs store.VectorStatus
-			if vs, err = rd.Vectors(ctx, s.embedModel); err == nil {
-				sessions = append(sessions, session{sid, rd, vs})
-				hasVectors = hasVectors || vs.Filled > 0
-				continue
-			}
-			_ = rd.Close()
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if err != nil {
-			out.Skipped = append(out.Skipped, skippedSession{sid, readProblem(err)})
-			continue
-		}
-		sessions = append(sessions, session{sid: sid, rd: rd})
-	}
-	if query && (s.embedModel != "" || hasVectors) {
-		out.Vectors = &vectorProgress{}
-		for _, se := range sessions {
-			out.Vectors.Filled += se.vectors.Filled
-			out.Vectors.Pending += se.vectors.Pending
-			out.Vectors.Skipped += se.vectors.Skipped
-		}
-	}
-
-	// Hybrid when asked (or by default) and a session has vectors: the query is embedded
-	// once per model the sessions use.
-	var queryVecs map[string][]float32
-	switch {
-	case !query || sr.mode == "lexical":
-	case !hasVectors || s.embed == nil:
-		if sr.modeGiven {
-			out.ModeNote = "hybrid ranking needs vectors, and the searched sessions have none yet: lexical ranking ran"
-			if s.embed == nil && hasVectors {
-				out.ModeNote = "hybrid ranking needs an embedding endpoint, and this server has none configured: lexical ranking ran"
-			}
-		}
-	default:
-		queryVecs = map[string][]float32{}
-		for _, se := range sessions {
-			m := se.vectors.Model
-			if se.vectors.Filled == 0 || queryVecs[m] != nil {
-				continue
-			}
+	spec := store.SessionSearch{Sessions: res.sids, Options: sr.opts, Limit: sr.opts.Limit, PatternBudget: patternBudget,
+		Vectors: query, VectorModel: s.embedModel}
+	hybridAsked := query && sr.mode != "lexical"
+	if hybridAsked && s.embed != nil {
+		spec.EmbedQuery = func(ctx context.Context, model string) ([]float32, error) {
 			ectx, cancel := context.WithTimeout(ctx, s.embedTimeout)
-			vecs, err := s.embed.Embed(ectx, m, []string{sr.opts.Query})
-			cancel()
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
+			defer cancel()
+			vecs, err := s.embed.Embed(ectx, model, []string{sr.opts.Query})
 			if err != nil {
-				out.EmbeddingError = fmt.Sprintf("embedding the query with %s at %s failed: %v; lexical ranking ran", m, s.embed.SafeURL(), err)
-				queryVecs = nil
-				break
+				return nil, err
 			}
-			queryVecs[m] = vecs[0]
+			return vecs[0], nil
 		}
 	}
-	hybrid := len(queryVecs) > 0
-	if hybrid {
-		out.Mode = "hybrid"
+	found, err := s.root.SearchSessions(ctx, spec)
+	if err != nil {
+		return nil, err
 	}
-
-	deadline := time.Now().Add(patternBudget)
-	for _, se := range sessions {
-		sid := se.sid
-		opts := sr.opts
-		if opts.Pattern != nil {
-			if opts.Budget = time.Until(deadline); opts.Budget <= 0 {
-				out.TimedOut = true
-				out.Skipped = append(out.Skipped, skippedSession{sid, "the 1 s pattern budget ran out before this session"})
-				continue
-			}
-		}
-		if hybrid {
-			// A session without vectors still ranks by fusion (its lexical list alone), so
-			// scores compare across sessions: any model's vector finds nothing there.
-			opts.VectorModel = se.vectors.Model
-			if opts.QueryVector = queryVecs[opts.VectorModel]; opts.QueryVector == nil {
-				for m, v := range queryVecs {
-					opts.VectorModel, opts.QueryVector = m+"\x00none", v
-					break
-				}
-			}
-		}
-		r, err := se.rd.Search(ctx, opts)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if err != nil {
-			out.Skipped = append(out.Skipped, skippedSession{sid, readProblem(err)})
-			continue
-		}
-		out.SessionsSearched = append(out.SessionsSearched, sid)
-		out.Databases[sid] = se.rd.Path()
-		out.TotalMatches += r.TotalMatches
-		out.LineMatches += r.LineMatches
-		out.TimedOut = out.TimedOut || r.TimedOut
-		for _, h := range r.Hits {
-			out.Results = append(out.Results, hitJSON(sid, h, query, hybrid))
-		}
+	for _, k := range found.Skipped {
+		out.Skipped = append(out.Skipped, skippedSession{k.Session, skipReason(k)})
 	}
-	if len(out.SessionsSearched) == 0 {
+	if len(found.Searched) == 0 {
 		return nil, toolErrorf("could not read %s", describeSkipped(out.Skipped))
 	}
-	switch {
-	case hybrid:
-		// Fusion scores (Rank is the negated score) compare across sessions.
-		slices.SortStableFunc(out.Results, func(a, b searchHit) int { return cmp.Compare(a.rank, b.rank) })
-	case query:
-		// Sessions were searched newest first; across them, more matched words and then a
-		// better bm25 rank first (the stable sort keeps the newer session first on ties).
-		slices.SortStableFunc(out.Results, func(a, b searchHit) int {
-			return cmp.Or(cmp.Compare(b.matched, a.matched), cmp.Compare(a.rank, b.rank))
-		})
+	if query && (s.embedModel != "" || found.HasVectors) {
+		out.Vectors = &vectorProgress{Filled: found.Vectors.Filled, Pending: found.Vectors.Pending, Skipped: found.Vectors.Skipped}
 	}
-	if len(out.Results) > sr.opts.Limit {
-		out.Results = out.Results[:sr.opts.Limit]
+	if hybridAsked {
+		s.hybridNotes(&out, found, sr.modeGiven)
+	}
+	out.SessionsSearched = append(out.SessionsSearched, found.Searched...)
+	out.Databases = found.Paths
+	out.TotalMatches, out.LineMatches, out.TimedOut = found.TotalMatches, found.LineMatches, found.TimedOut
+	for _, h := range found.Hits {
+		out.Results = append(out.Results, hitJSON(h.Session, h.Hit, query, found.Hybrid))
 	}
 	rec.Mode = out.Mode
 	rec.Hits, rec.TotalMatches, rec.LineMatches = intp(len(out.Results)), intp(out.TotalMatches), intp(out.LineMatches)
@@ -460,10 +352,28 @@ func (s *Server) search(ctx context.Context, req mcpgo.CallToolRequest, rec *cal
 	return jsonResult(out)
 }
 
+// hybridNotes says in out which ranking a search that could be hybrid ran, and why not
+// hybrid when it was asked for and could not be.
+func (s *Server) hybridNotes(out *searchResponse, found store.SessionSearchResult, modeGiven bool) {
+	switch {
+	case !found.HasVectors || s.embed == nil:
+		if modeGiven {
+			out.ModeNote = "hybrid ranking needs vectors, and the searched sessions have none yet: lexical ranking ran"
+			if s.embed == nil && found.HasVectors {
+				out.ModeNote = "hybrid ranking needs an embedding endpoint, and this server has none configured: lexical ranking ran"
+			}
+		}
+	case found.EmbedErr != nil:
+		out.EmbeddingError = fmt.Sprintf("embedding the query with %s at %s failed: %v; lexical ranking ran", found.EmbedModel, s.embed.SafeURL(), found.EmbedErr)
+	case found.Hybrid:
+		out.Mode = "hybrid"
+	}
+}
+
 func hitJSON(sid string, h store.Hit, query, hybrid bool) searchHit {
 	out := searchHit{
 		SessionID: sid, Seq: h.Seq, Role: h.Role, Kind: h.Kind, Name: h.Name, InContext: h.InContext,
-		Excerpt: h.Excerpt, matched: h.MatchedTerms, rank: h.Rank,
+		Excerpt: h.Excerpt,
 	}
 	if query {
 		out.MatchedTerms = intp(h.MatchedTerms)
@@ -484,20 +394,32 @@ func hitJSON(sid string, h store.Hit, query, hybrid bool) searchHit {
 	return out
 }
 
-// readProblem says why a session database could not be read, in words the model can pass on.
-func readProblem(err error) string {
-	msg := err.Error()
-	switch {
-	case errors.Is(err, store.ErrUnsupportedSchema):
-		return "its database was written by a newer smarter-compact (newer schema); update smarter-compact to read it"
-	case errors.Is(err, store.ErrNoSchema):
-		return "its database holds nothing yet"
-	case errors.Is(err, fs.ErrNotExist):
-		return "its database no longer exists (deleted by retention?)"
-	case strings.Contains(msg, "locked") || strings.Contains(msg, "busy"):
-		return "its database is locked by another process; try again in a moment"
+// skipReason says why a session was not searched, in words the model can pass on.
+func skipReason(k store.SkippedSearch) string {
+	if k.Why == store.SkipPatternBudget {
+		return "the 1 s pattern budget ran out before this session"
 	}
-	return msg
+	return readProblem(k.Err)
+}
+
+// readProblem says why a session database could not be read (the kind of its
+// store.ReadError), in words the model can pass on.
+func readProblem(err error) string {
+	re := store.AsReadError(err)
+	if re == nil {
+		return err.Error()
+	}
+	switch re.Kind {
+	case store.ReadNewerSchema:
+		return "its database was written by a newer smarter-compact (newer schema); " + re.Hint
+	case store.ReadNoSchema:
+		return "its database holds nothing yet"
+	case store.ReadMissing:
+		return "its database no longer exists (deleted by retention?)"
+	case store.ReadLocked:
+		return "its database is locked by another process; " + re.Hint
+	}
+	return err.Error()
 }
 
 func describeSkipped(skipped []skippedSession) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/embedding"
 )
 
 // Tool names (seed 001 "Tools agents use"; the wire names match OpenMem).
@@ -40,7 +41,7 @@ type Options struct {
 	Version string
 	// Embedding embeds queries for hybrid search (contract: Search); nil keeps every search
 	// lexical.
-	Embedding *store.EmbedClient
+	Embedding *embedding.Client
 	// EmbeddingModel is [context_store] embedding_model, "" when vectors are off: the model a
 	// hybrid search prefers, and whether responses report vector progress.
 	EmbeddingModel string
@@ -57,7 +58,7 @@ type Server struct {
 	log       *slog.Logger
 	mcp       *server.MCPServer
 
-	embed        *store.EmbedClient
+	embed        *embedding.Client
 	embedModel   string
 	embedTimeout time.Duration
 
@@ -73,7 +74,7 @@ func New(root *store.Root, opts Options) *Server {
 	s := &Server{root: root, workspace: opts.Workspace, now: opts.Now, log: opts.Log,
 		embed: opts.Embedding, embedModel: opts.EmbeddingModel, embedTimeout: opts.EmbeddingTimeout}
 	if s.embedTimeout <= 0 {
-		s.embedTimeout = store.DefaultEmbedTimeout
+		s.embedTimeout = embedding.DefaultTimeout
 	}
 	if s.now == nil {
 		s.now = time.Now

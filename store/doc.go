@@ -11,6 +11,9 @@
 // formats: callers hand it rows, events and bytes already shaped by the contract. The proxy,
 // mcp, web and app packages may import it.
 //
+// Filling the vectors table over HTTP is store/embedding's; the test helpers its callers share
+// (a root in a temp dir, seeded sessions) are store/storetest's.
+//
 // The package needs cgo and the SQLite FTS5 module: build and test with -tags sqlite_fts5.
 // Open fails with an error naming the tag when FTS5 is missing.
 package store

@@ -100,15 +100,24 @@ type Reader struct {
 // the read-only authorizer, or takes the session's pooled connection when the file is still
 // the one it read. sid must already be sanitized (SanitizeSID). A missing database is an error
 // wrapping fs.ErrNotExist; one without a schema yet wraps ErrNoSchema; a newer schema wraps
-// ErrUnsupportedSchema. Nothing is created or written. It first waits for the session's
+// ErrUnsupportedSchema; every error but an invalid sid is a *ReadError with its kind. Nothing
+// is created or written. It first waits for the session's
 // queued writes (Root.Settle); the Reader then sees every commit made before each of its
 // reads.
 func (r *Root) OpenReader(sid string) (*Reader, error) {
 	if err := checkSID(sid); err != nil {
 		return nil, err
 	}
-	r.Settle(sid)
 	path := r.sessionFile(sid, ".db")
+	rd, err := r.openReader(sid, path)
+	if err != nil {
+		return nil, readError(path, err)
+	}
+	return rd, nil
+}
+
+func (r *Root) openReader(sid, path string) (*Reader, error) {
+	r.Settle(sid)
 	sr, s, err := r.readers.checkout(sid, path)
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: %w", sid, err)

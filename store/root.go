@@ -166,6 +166,16 @@ func (r *Root) Session(sid string) (*DB, error) {
 	return db, nil
 }
 
+// HasSession reports whether sessions/<sid>.db exists now (false for an invalid sid), without
+// creating it as Session would.
+func (r *Root) HasSession(sid string) bool {
+	if checkSID(sid) != nil {
+		return false
+	}
+	_, err := os.Stat(r.sessionFile(sid, ".db"))
+	return err == nil
+}
+
 // sessionFile is sessions/<sid><suffix>; sid must have passed checkSID.
 func (r *Root) sessionFile(sid, suffix string) string {
 	return filepath.Join(r.dir, "sessions", sid+suffix)

@@ -17,12 +17,13 @@ import (
 const blankChars = "char(32, 9, 10, 11, 12, 13)"
 
 // nonBlank is the SQL condition for a messages row (aliased m) that is worth a vector. It
-// reads the whole text; blankText is the same test in Go, so a row is never pending to
+// reads the whole text; BlankText is the same test in Go, so a row is never pending to
 // one side and blank to the other.
 const nonBlank = "(trim(m.text, " + blankChars + ") != '')"
 
-// blankText reports whether t holds only the characters of blankChars.
-func blankText(t string) bool { return strings.Trim(t, " \t\n\v\f\r") == "" }
+// BlankText reports whether t holds only the characters of blankChars: such a row gets no
+// vector and is never pending (contract: Vectors).
+func BlankText(t string) bool { return strings.Trim(t, " \t\n\v\f\r") == "" }
 
 // encodeVector is the vectors.blob form: float32 little-endian.
 func encodeVector(v []float32) []byte {
@@ -86,9 +87,10 @@ func (d *DB) PutVectors(model string, vecs map[int64][]float32) error {
 	return nil
 }
 
-// pendingVectors lists the non-blank rows without a vector (or skip mark) for model, in the
-// contract's embedding order: trimmed rows first, then newest first.
-func (d *DB) pendingVectors(model string) ([]int64, error) {
+// PendingVectors lists the seqs of the non-blank rows without a vector (or skip mark) for
+// model, in the contract's embedding order (contract: Vectors): trimmed rows first, then
+// newest first.
+func (d *DB) PendingVectors(model string) ([]int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.use(); err != nil {
@@ -111,9 +113,9 @@ func (d *DB) pendingVectors(model string) ([]int64, error) {
 	return seqs, rows.Err()
 }
 
-// vectorInputs reads the first maxChars characters (code points: SQLite's substr on TEXT) of
-// each row in seqs. Rows that no longer exist are absent from the map.
-func (d *DB) vectorInputs(seqs []int64, maxChars int) (map[int64]string, error) {
+// VectorInputs reads the first maxChars characters (code points: SQLite's substr on TEXT) of
+// each row in seqs, by seq. Rows that no longer exist are absent from the map.
+func (d *DB) VectorInputs(seqs []int64, maxChars int) (map[int64]string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.use(); err != nil {
@@ -151,8 +153,10 @@ type VectorStatus struct {
 
 // Vectors picks the model a hybrid search uses and reports its progress: configured when it
 // has vectors in this database, else the model with the most vectors, else configured (whose
-// rows are then all pending). With no configured model and no vectors, Model is "".
-func (rd *Reader) Vectors(ctx context.Context, configured string) (VectorStatus, error) {
+// rows are then all pending). With no configured model and no vectors, Model is "". An error
+// reading the database is a *ReadError.
+func (rd *Reader) Vectors(ctx context.Context, configured string) (_ VectorStatus, err error) {
+	defer func() { err = readError(rd.path, err) }()
 	db, err := rd.pool()
 	if err != nil {
 		return VectorStatus{}, err

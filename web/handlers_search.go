@@ -1,16 +1,12 @@
 package web
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"regexp"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -61,12 +57,6 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 		return s.render(w, r, code, ui.SearchResultsFragment(res))
 	}
 	return s.render(w, r, code, ui.SearchView(ui.SearchPage{Page: s.page("Search", "search"), Form: form, Results: res}))
-}
-
-// searchHit is one hit with its session, ranked across sessions before its details are read.
-type searchHit struct {
-	si  *store.SessionInfo
-	hit store.Hit
 }
 
 // runSearch validates the form and searches the sessions, newest activity first, like the
@@ -120,152 +110,50 @@ func (s *Server) runSearch(ctx context.Context, f ui.SearchForm, budget time.Dur
 		res.Error = "The sessions could not be listed: " + err.Error()
 		return res
 	}
-	// Sessions are searched in parallel (each on its pooled read-only connection) for their
-	// best hits without details; results are combined in list order, newest session first, so
-	// the answer does not depend on timing. Only the hits that make the page have their
-	// details and excerpts read, afterwards.
-	start := time.Now()
-	deadline := start.Add(searchPatternTime)
-	type outcome struct {
-		res       store.SearchResult
-		err       error
-		skipped   string
-		timedOut  bool // skipped because a time budget ran out
-		notSearch bool // left out by the live budget
-	}
-	outs := make([]outcome, len(list))
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	keys := opts
-	keys.KeysOnly = true
-	for range min(searchWorkers, len(list)) {
-		wg.Go(func() {
-			for i := range jobs {
-				si := list[i]
-				o := keys
-				switch {
-				case si.Problem != "":
-					outs[i].skipped = si.Problem
-					continue
-				case ctx.Err() != nil:
-					outs[i].skipped, outs[i].timedOut = "the search ran out of time before this session", true
-					continue
-				case budget > 0 && time.Since(start) > budget:
-					outs[i].notSearch = true
-					continue
-				case o.Pattern != nil:
-					if o.Budget = time.Until(deadline); o.Budget <= 0 {
-						outs[i].skipped, outs[i].timedOut = "the 1 s pattern budget ran out before this session", true
-						continue
-					}
-				}
-				outs[i].res, outs[i].err = s.searchSession(ctx, si.SessionID, o)
-			}
-		})
-	}
+	spec := store.SessionSearch{Options: opts, Limit: searchLimit, PatternBudget: searchPatternTime,
+		Workers: searchWorkers, StartBudget: budget, Unreadable: map[string]string{}}
+	info := make(map[string]*store.SessionInfo, len(list))
 	for i := range list {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	var hits []searchHit
-	for i, out := range outs {
 		si := &list[i]
-		switch {
-		case out.notSearch:
-			res.NotSearched++
-			continue
-		case out.skipped != "":
-			res.Skipped = append(res.Skipped, si.SessionID+": "+out.skipped)
-			res.TimedOut = res.TimedOut || out.timedOut
-			continue
-		case errors.Is(out.err, store.ErrNoSchema):
+		spec.Sessions = append(spec.Sessions, si.SessionID)
+		info[si.SessionID] = si
+		if si.Problem != "" {
+			spec.Unreadable[si.SessionID] = si.Problem
+		}
+	}
+	found, _ := s.root.SearchSessions(ctx, spec) // with Workers, a ctx that ends skips sessions instead
+	res.NotSearched = found.NotSearched
+	res.Sessions, res.Total, res.Lines = len(found.Searched), found.TotalMatches, found.LineMatches
+	res.TimedOut, res.Truncated = found.TimedOut, found.Truncated
+	for _, k := range found.Skipped {
+		if k.Why == store.SkipUnreadable && errors.Is(k.Err, store.ErrNoSchema) {
 			continue // created, nothing stored yet
-		case out.err != nil:
-			res.Skipped = append(res.Skipped, si.SessionID+": "+readProblem(out.err))
-			continue
 		}
-		sr := out.res
-		res.Sessions++
-		res.Total += sr.TotalMatches
-		res.Lines += sr.LineMatches
-		res.TimedOut = res.TimedOut || sr.TimedOut
-		for _, h := range sr.Hits {
-			hits = append(hits, searchHit{si: si, hit: h})
-		}
-	}
-	if opts.Pattern == nil {
-		slices.SortStableFunc(hits, func(a, b searchHit) int {
-			return cmp.Or(cmp.Compare(b.hit.MatchedTerms, a.hit.MatchedTerms), cmp.Compare(a.hit.Rank, b.hit.Rank))
-		})
-	}
-	if len(hits) > searchLimit {
-		hits, res.Truncated = hits[:searchLimit], true
+		res.Skipped = append(res.Skipped, k.Session+": "+skipReason(k))
 	}
 	mark := highlighter(opts)
-	for _, h := range s.hitDetails(ctx, opts, hits, &res) {
-		si := h.si
+	for _, h := range found.Hits {
+		si := info[h.Session]
 		res.Hits = append(res.Hits, ui.SearchHit{
-			SID: si.SessionID, Href: rowHref(si.SessionID, h.hit.Seq), Seq: h.hit.Seq, Role: h.hit.Role, Kind: h.hit.Kind,
-			Name: h.hit.Name, InContext: h.hit.InContext, Excerpt: highlight(h.hit.Excerpt, mark), BlobHref: blobHref(h.hit.BlobID),
+			SID: si.SessionID, Href: rowHref(si.SessionID, h.Seq), Seq: h.Seq, Role: h.Role, Kind: h.Kind,
+			Name: h.Name, InContext: h.InContext, Excerpt: highlight(h.Excerpt, mark), BlobHref: blobHref(h.BlobID),
 			Agent: agentOf(*si), Cwd: si.Cwd,
 		})
 	}
 	return res
 }
 
-// hitDetails reads the details and excerpts of the hits kept for the page, session by
-// session, and returns them in the same order; the hits of a session that can no longer be
-// read are left out and the session is listed as skipped.
-func (s *Server) hitDetails(ctx context.Context, o store.SearchOptions, hits []searchHit, res *ui.SearchResults) []searchHit {
-	bySession := map[string][]int{}
-	var order []string
-	for i, h := range hits {
-		sid := h.si.SessionID
-		if bySession[sid] == nil {
-			order = append(order, sid)
-		}
-		bySession[sid] = append(bySession[sid], i)
+// skipReason says why a session was not searched.
+func skipReason(k store.SkippedSearch) string {
+	switch k.Why {
+	case store.SkipKnown:
+		return k.Reason
+	case store.SkipOutOfTime:
+		return "the search ran out of time before this session"
+	case store.SkipPatternBudget:
+		return "the 1 s pattern budget ran out before this session"
 	}
-	failed := map[string]bool{}
-	for _, sid := range order {
-		idx := bySession[sid]
-		part := make([]store.Hit, len(idx))
-		for k, i := range idx {
-			part[k] = hits[i].hit
-		}
-		err := s.details(ctx, sid, o, part)
-		if err != nil {
-			failed[sid] = true
-			res.Skipped = append(res.Skipped, sid+": "+readProblem(err))
-			continue
-		}
-		for k, i := range idx {
-			hits[i].hit = part[k]
-		}
-	}
-	if len(failed) == 0 {
-		return hits
-	}
-	return slices.DeleteFunc(hits, func(h searchHit) bool { return failed[h.si.SessionID] })
-}
-
-func (s *Server) searchSession(ctx context.Context, sid string, o store.SearchOptions) (store.SearchResult, error) {
-	rd, err := s.root.OpenReader(sid)
-	if err != nil {
-		return store.SearchResult{}, err
-	}
-	defer rd.Close()
-	return rd.Search(ctx, o)
-}
-
-func (s *Server) details(ctx context.Context, sid string, o store.SearchOptions, hits []store.Hit) error {
-	rd, err := s.root.OpenReader(sid)
-	if err != nil {
-		return err
-	}
-	defer rd.Close()
-	return rd.Details(ctx, o, hits)
+	return readProblem(k.Err)
 }
 
 // compilePattern compiles a Go regular expression; the message says what to fix.
@@ -284,18 +172,21 @@ func compilePattern(p string) (*regexp.Regexp, string) {
 	return re, ""
 }
 
-// readProblem says why a session could not be searched.
+// readProblem says why a session could not be searched (the kind of its store.ReadError).
 func readProblem(err error) string {
-	msg := err.Error()
-	switch {
-	case errors.Is(err, store.ErrUnsupportedSchema):
-		return "written by a newer smarter-compact (newer schema); update to search it"
-	case errors.Is(err, fs.ErrNotExist):
-		return "deleted while searching (retention?)"
-	case strings.Contains(msg, "locked") || strings.Contains(msg, "busy"):
-		return "locked by another process; try again in a moment"
+	re := store.AsReadError(err)
+	if re == nil {
+		return err.Error()
 	}
-	return msg
+	switch re.Kind {
+	case store.ReadNewerSchema:
+		return "written by a newer smarter-compact (newer schema); update to search it"
+	case store.ReadMissing:
+		return "deleted while searching (retention?)"
+	case store.ReadLocked:
+		return "locked by another process; " + re.Hint
+	}
+	return err.Error()
 }
 
 // highlighter is what highlight marks for a search: the pattern's matches, or the query's

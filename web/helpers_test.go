@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/storetest"
 )
 
 // testHost is the Host the tests send, as app's checkHost would let through.
@@ -304,50 +305,14 @@ type rowSpec struct {
 // with agent and cwd when agent is not "".
 func seedSession(t testing.TB, root *store.Root, sid, agent, cwd string, rows []rowSpec, events ...store.Event) []store.RowWrite {
 	t.Helper()
+	seed := storetest.Seed{SID: sid, Events: events}
 	if agent != "" {
-		if err := root.Register(store.Registration{SessionID: sid, Agent: agent, Cwd: cwd}); err != nil {
-			t.Fatal(err)
-		}
+		seed.Agent, seed.Cwd = agent, cwd
 	}
-	d, err := root.Session(sid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ws []store.RowWrite
-	prev := ""
 	for _, r := range rows {
-		fp := store.Fingerprint(prev, r.role, r.kind, r.name, r.text)
-		thread := fp
-		if len(ws) > 0 {
-			thread = ws[0].Thread
-		}
-		w := store.RowWrite{Fingerprint: fp, Thread: thread, Role: r.role, Kind: r.kind, Name: r.name, Text: r.text, InContext: r.in}
-		if r.blob {
-			id, err := root.WriteBlob(r.text)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.BlobID = id
-		}
-		ws = append(ws, w)
-		prev = fp
+		seed.Rows = append(seed.Rows, storetest.Row{Role: r.role, Kind: r.kind, Name: r.name, Text: r.text, Trimmed: !r.in, Blob: r.blob, CutBy: r.cutAt + 1})
 	}
-	for i, r := range rows {
-		if r.cutAt >= 0 && r.cutAt < len(ws) && !r.in {
-			ws[i].CutFingerprint = ws[r.cutAt].Fingerprint
-		}
-	}
-	if len(ws) > 0 {
-		if _, err := d.SyncRows(ws, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, e := range events {
-		if err := d.AddEvent(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ws
+	return storetest.SeedSession(t, root, seed)
 }
 
 // textRows makes n alternating user/assistant text rows, all in context.

@@ -196,3 +196,85 @@ func TestStatusHours(t *testing.T) {
 		t.Error("cancelled ctx: no error")
 	}
 }
+
+// TestStatusCached runs the status fixture through the cache: files settled, every window
+// read twice, and a cached session that turned to junk under the same stamp still counted.
+func TestStatusCached(t *testing.T) {
+	r := statusFixture(t)
+	ctx := context.Background()
+	old := time.Now().Add(-time.Hour)
+	entries, err := os.ReadDir(filepath.Join(r.Dir(), "sessions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		age(t, filepath.Join(r.Dir(), "sessions", e.Name()), old)
+	}
+	first, err := r.Status(ctx, statusNow, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Trims != 2 || first.Skipped != 2 || first.Usage.Requests != 11 {
+		t.Fatalf("24 h: %+v", first)
+	}
+	second, err := r.Status(ctx, statusNow.Add(time.Minute), 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.Since = first.Since
+	if !reflect.DeepEqual(first, second) {
+		t.Fatalf("cached status differs:\n%+v\n%+v", first, second)
+	}
+	// a wider window starts before the cached one: read again
+	wide, err := r.Status(ctx, statusNow, 48)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wide.Trims != 3 || wide.MessagesDropped != 999+12 {
+		t.Fatalf("48 h after 24 h: trims %d, dropped %d", wide.Trims, wide.MessagesDropped)
+	}
+	// a narrower one filters what is cached
+	narrow, err := r.Status(ctx, statusNow, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if narrow.Trims != 1 || narrow.FailOpens != 0 || narrow.Usage.Requests != 11 {
+		t.Fatalf("1 h: %+v", narrow)
+	}
+
+	// "a" writes a fail-open: its WAL changes, so the next status reads it
+	writeStatusSession(t, r, "a", Event{At: statusNow.Add(-time.Minute), Kind: "fail_open", Version: "proxy:aaaaaaaaaaaa", Location: "x.go:1", Error: "E"})
+	if st, err := r.Status(ctx, statusNow, 1); err != nil || st.FailOpens != 1 || st.LastErrors[0].Location != "x.go:1" {
+		t.Fatalf("after a new event: %+v, %v", st, err)
+	}
+
+	// old2 (no writer) turns to junk under its old stamp: still counted from the cache
+	p := filepath.Join(r.Dir(), "sessions", "old2.db")
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, make([]byte, fi.Size()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	age(t, p, fi.ModTime())
+	if st, err := r.Status(ctx, statusNow, 24); err != nil || st.Skipped != 2 || st.Trims != 2 {
+		t.Fatalf("junk under a cached stamp: skipped %d, trims %d, %v", st.Skipped, st.Trims, err)
+	}
+	age(t, p, fi.ModTime().Add(time.Second))
+	if st, err := r.Status(ctx, statusNow, 24); err != nil || st.Skipped != 3 || st.Trims != 1 {
+		t.Fatalf("junk with a new mtime: skipped %d, trims %d, %v", st.Skipped, st.Trims, err)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Status(ctx, statusNow, 24); err != nil {
+		t.Fatal(err)
+	}
+	r.dash.mu.Lock()
+	_, cached := r.dash.events["old2"]
+	r.dash.mu.Unlock()
+	if cached {
+		t.Error("the deleted session's events stay cached")
+	}
+}

@@ -1,4 +1,4 @@
-package store
+package embedding
 
 import (
 	"bytes"
@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/storetest"
 )
 
 // fakeVector is a bag-of-words embedding: each lower-cased word adds 1 to one of 16 dims, so
@@ -136,7 +139,7 @@ func (l *logBuffer) String() string {
 
 func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
-func vectorStatus(t testing.TB, r *Root, sid, model string) VectorStatus {
+func vectorStatus(t testing.TB, r *store.Root, sid, model string) store.VectorStatus {
 	t.Helper()
 	rd, err := r.OpenReader(sid)
 	if err != nil {
@@ -151,7 +154,7 @@ func vectorStatus(t testing.TB, r *Root, sid, model string) VectorStatus {
 }
 
 // waitFilled polls until no row of the sessions is pending for model.
-func waitFilled(t testing.TB, r *Root, model string, timeout time.Duration, sids ...string) {
+func waitFilled(t testing.TB, r *store.Root, model string, timeout time.Duration, sids ...string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for _, sid := range sids {
@@ -178,7 +181,7 @@ func startEmbedder(t testing.TB, e *Embedder) {
 
 func TestEmbedClient(t *testing.T) {
 	f := newFakeEmbeddings(t)
-	c := NewEmbedClient(f.url()+"/", "sekret", nil)
+	c := NewClient(f.url()+"/", "sekret", nil)
 	vecs, err := c.Embed(context.Background(), "m1", []string{"alpha beta", "gamma"})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +196,7 @@ func TestEmbedClient(t *testing.T) {
 		f.fail = func([]string) bool { return true }
 	})
 	_, err = c.Embed(context.Background(), "m1", []string{"x"})
-	if typ, loc := embedErrType(err); typ != "http_500" || !strings.HasPrefix(loc, "store/embed.go:") {
+	if typ, loc := errorType(err); typ != "http_500" || !strings.HasPrefix(loc, "store/embedding/client.go:") {
 		t.Errorf("error type %q at %q (%v)", typ, loc, err)
 	}
 	f.set(func() { f.fail, f.delay = nil, 200*time.Millisecond })
@@ -201,66 +204,31 @@ func TestEmbedClient(t *testing.T) {
 	defer cancel()
 	if _, err = c.Embed(ctx, "m1", []string{"x"}); err == nil {
 		t.Fatal("no timeout")
-	} else if typ, _ := embedErrType(err); typ != "timeout" {
+	} else if typ, _ := errorType(err); typ != "timeout" {
 		t.Errorf("timeout reported as %q (%v)", typ, err)
 	}
 	f.set(func() { f.delay = 0 })
-	if _, err := NewEmbedClient("http://127.0.0.1:1/v1", "", nil).Embed(context.Background(), "m", []string{"x"}); err == nil {
+	if _, err := NewClient("http://127.0.0.1:1/v1", "", nil).Embed(context.Background(), "m", []string{"x"}); err == nil {
 		t.Error("closed port: no error")
-	} else if typ, _ := embedErrType(err); typ != "connect" {
+	} else if typ, _ := errorType(err); typ != "connect" {
 		t.Errorf("closed port reported as %q", typ)
 	}
 }
 
-func TestPutVectorsAndStatus(t *testing.T) {
-	r := newRoot(t)
-	d := mustSession(t, r, "s")
-	syncTestRows(t, d, []testRow{
-		{thread: "a", role: "user", text: "one"},
-		{thread: "a", role: "user", text: " \n\t "}, // blank: never pending
-		{thread: "a", role: "user", text: "three"},
-		{thread: "a", role: "user", text: "four"},
-	})
-	if st := vectorStatus(t, r, "s", ""); st != (VectorStatus{}) {
-		t.Errorf("no model, no vectors: %+v", st)
-	}
-	if st := vectorStatus(t, r, "s", "m"); st != (VectorStatus{Model: "m", Pending: 3}) {
-		t.Errorf("configured, nothing embedded: %+v", st)
-	}
-	if err := d.PutVectors("m", map[int64][]float32{1: {1, 0}, 3: nil}); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.PutVectors("other", map[int64][]float32{1: {1, 0}, 3: {0, 1}, 4: {1, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if st := vectorStatus(t, r, "s", "m"); st != (VectorStatus{Model: "m", Filled: 1, Pending: 1, Skipped: 1}) {
-		t.Errorf("configured model with vectors wins: %+v", st)
-	}
-	if st := vectorStatus(t, r, "s", "absent"); st != (VectorStatus{Model: "other", Filled: 3}) {
-		t.Errorf("most vectors wins when configured has none: %+v", st)
-	}
-	seqs, err := d.pendingVectors("m")
-	if err != nil || !slices.Equal(seqs, []int64{4}) {
-		t.Errorf("pending %v %v", seqs, err)
-	}
-	// The writer still writes after vectors went in through its connection.
-	syncTestRows(t, d, []testRow{{thread: "a", role: "user", text: "one"}, {thread: "a", role: "user", text: "five"}})
-}
-
 func TestEmbedderOrderTruncationAndBatches(t *testing.T) {
-	r := newRoot(t)
-	var rows []testRow
+	r := storetest.OpenRoot(t)
+	var rows []storetest.Row
 	for i := 1; i <= 40; i++ {
-		rows = append(rows, testRow{thread: "a", role: "user", text: fmt.Sprintf("row %d ééééé", i), out: i <= 5})
+		rows = append(rows, storetest.Row{Thread: "a", Role: "user", Text: fmt.Sprintf("row %d ééééé", i), Trimmed: i <= 5})
 	}
-	rows = append(rows, testRow{thread: "a", role: "user", text: "   "}) // 41, blank
-	syncTestRows(t, mustSession(t, r, "s"), rows)
+	rows = append(rows, storetest.Row{Thread: "a", Role: "user", Text: "   "}) // 41, blank
+	storetest.SyncRows(t, r, "s", time.Now(), rows)
 	f := newFakeEmbeddings(t)
 	var logs logBuffer
-	e := NewEmbedder(r, EmbedConfig{Model: "m", URL: f.url(), MaxChars: 8, Timeout: time.Second}, logs.logger())
+	e := NewEmbedder(r, Config{Model: "m", URL: f.url(), MaxChars: 8, Timeout: time.Second}, logs.logger())
 	e.runSession(context.Background(), "s")
 
-	if st := vectorStatus(t, r, "s", "m"); st != (VectorStatus{Model: "m", Filled: 40}) {
+	if st := vectorStatus(t, r, "s", "m"); st != (store.VectorStatus{Model: "m", Filled: 40}) {
 		t.Fatalf("after one run: %+v", st)
 	}
 	// Trimmed rows first (5..1 newest first), then the rest newest first; 8 code points each.
@@ -283,11 +251,11 @@ func TestEmbedderOrderTruncationAndBatches(t *testing.T) {
 		t.Errorf("log:\n%s", logs.String())
 	}
 	// The size persists: the next run starts at 8 and probes 16.
-	var more []testRow
+	var more []storetest.Row
 	for i := range 30 {
-		more = append(more, testRow{thread: "b", role: "tool", text: fmt.Sprintf("more %d", i)})
+		more = append(more, storetest.Row{Thread: "b", Role: "tool", Text: fmt.Sprintf("more %d", i)})
 	}
-	syncTestRows(t, mustSession(t, r, "s"), more)
+	storetest.SyncRows(t, r, "s", time.Now(), more)
 	f.mu.Lock()
 	f.calls = nil
 	f.mu.Unlock()
@@ -298,22 +266,22 @@ func TestEmbedderOrderTruncationAndBatches(t *testing.T) {
 }
 
 func TestEmbedderFailingRowIsSkippedAfterThreeRuns(t *testing.T) {
-	r := newRoot(t)
-	var rows []testRow
+	r := storetest.OpenRoot(t)
+	var rows []storetest.Row
 	for i := 1; i <= 6; i++ {
 		text := fmt.Sprintf("fine %d", i)
 		if i == 3 {
 			text = "POISON row"
 		}
-		rows = append(rows, testRow{thread: "a", role: "user", text: text})
+		rows = append(rows, storetest.Row{Thread: "a", Role: "user", Text: text})
 	}
-	syncTestRows(t, mustSession(t, r, "s"), rows)
+	storetest.SyncRows(t, r, "s", time.Now(), rows)
 	f := newFakeEmbeddings(t)
 	f.fail = func(in []string) bool {
 		return slices.ContainsFunc(in, func(s string) bool { return strings.Contains(s, "POISON") })
 	}
 	var logs logBuffer
-	e := NewEmbedder(r, EmbedConfig{Model: "m", URL: f.url(), Timeout: time.Second}, logs.logger())
+	e := NewEmbedder(r, Config{Model: "m", URL: f.url(), Timeout: time.Second}, logs.logger())
 
 	e.runSession(context.Background(), "s")
 	// 6,5,4,3 in the first call fails (4 rows), halves to 2: [6 5] ok, [4 3] fails → 1:
@@ -321,14 +289,14 @@ func TestEmbedderFailingRowIsSkippedAfterThreeRuns(t *testing.T) {
 	if got := f.sizes(); !slices.Equal(got, []int{4, 2, 2, 1, 1, 1, 1}) {
 		t.Errorf("batch sizes %v", got)
 	}
-	if st := vectorStatus(t, r, "s", "m"); st != (VectorStatus{Model: "m", Filled: 5, Pending: 1}) {
+	if st := vectorStatus(t, r, "s", "m"); st != (store.VectorStatus{Model: "m", Filled: 5, Pending: 1}) {
 		t.Fatalf("after run 1: %+v", st)
 	}
 	if !strings.Contains(logs.String(), "smarter-compact: embedding batch failed http_500 rows=4 seconds=") {
 		t.Errorf("log:\n%s", logs.String())
 	}
 	// A new row arrives: it goes before the row that failed.
-	syncTestRows(t, mustSession(t, r, "s"), append(rows, testRow{thread: "a", role: "user", text: "fine 7"}))
+	storetest.SyncRows(t, r, "s", time.Now(), append(rows, storetest.Row{Thread: "a", Role: "user", Text: "fine 7"}))
 	f.mu.Lock()
 	f.calls = nil
 	f.mu.Unlock()
@@ -345,34 +313,34 @@ func TestEmbedderFailingRowIsSkippedAfterThreeRuns(t *testing.T) {
 	if strings.Contains(logs.String(), "embedding skipped") {
 		t.Fatal("skipped in a run where nothing succeeded")
 	}
-	syncTestRows(t, mustSession(t, r, "s"), append(rows, testRow{thread: "a", role: "user", text: "fine 7"}, testRow{thread: "a", role: "user", text: "fine 8"}))
+	storetest.SyncRows(t, r, "s", time.Now(), append(rows, storetest.Row{Thread: "a", Role: "user", Text: "fine 7"}, storetest.Row{Thread: "a", Role: "user", Text: "fine 8"}))
 	e.runSession(context.Background(), "s")
 	if !strings.Contains(logs.String(), "smarter-compact: embedding skipped seq=3 after 3 failures") {
 		t.Errorf("log:\n%s", logs.String())
 	}
-	if st := vectorStatus(t, r, "s", "m"); st != (VectorStatus{Model: "m", Filled: 7, Skipped: 1}) {
+	if st := vectorStatus(t, r, "s", "m"); st != (store.VectorStatus{Model: "m", Filled: 7, Skipped: 1}) {
 		t.Errorf("after run 4: %+v", st)
 	}
 }
 
 func TestEmbedderEndpointDown(t *testing.T) {
-	r := newRoot(t)
-	var rows []testRow
+	r := storetest.OpenRoot(t)
+	var rows []storetest.Row
 	for i := 1; i <= 10; i++ {
-		rows = append(rows, testRow{thread: "a", role: "user", text: fmt.Sprintf("row %d", i)})
+		rows = append(rows, storetest.Row{Thread: "a", Role: "user", Text: fmt.Sprintf("row %d", i)})
 	}
-	syncTestRows(t, mustSession(t, r, "s"), rows)
+	storetest.SyncRows(t, r, "s", time.Now(), rows)
 	f := newFakeEmbeddings(t)
 	f.fail = func([]string) bool { return true }
 	var logs logBuffer
-	e := NewEmbedder(r, EmbedConfig{Model: "m", URL: f.url(), Timeout: time.Second}, logs.logger())
+	e := NewEmbedder(r, Config{Model: "m", URL: f.url(), Timeout: time.Second}, logs.logger())
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	e.now = func() time.Time { return now }
 	e.runSession(context.Background(), "s")
 	if got := f.sizes(); !slices.Equal(got, []int{4, 2, 1, 1, 1}) {
 		t.Errorf("batch sizes %v", got)
 	}
-	if !strings.Contains(logs.String(), "smarter-compact: embedding failed http_500 at store/embed.go:") {
+	if !strings.Contains(logs.String(), "smarter-compact: embedding failed http_500 at store/embedding/client.go:") {
 		t.Errorf("log:\n%s", logs.String())
 	}
 	e.mu.Lock()
@@ -403,10 +371,10 @@ func TestEmbedderEndpointDown(t *testing.T) {
 // concurrent calls.
 func TestEmbedderKeepsUpWithEightSessions(t *testing.T) {
 	elapsed := func(workers int) (time.Duration, int32) {
-		r := newRoot(t)
+		r := storetest.OpenRoot(t)
 		f := newFakeEmbeddings(t)
 		f.delay, f.perRow = 15*time.Millisecond, 500*time.Microsecond
-		e := NewEmbedder(r, EmbedConfig{Model: "m", URL: f.url(), Timeout: time.Second, Workers: workers}, nil)
+		e := NewEmbedder(r, Config{Model: "m", URL: f.url(), Timeout: time.Second, Workers: workers}, nil)
 		startEmbedder(t, e)
 		const sessions, requests, rowsPerRequest = 8, 10, 12
 		sids := make([]string, sessions)
@@ -415,12 +383,12 @@ func TestEmbedderKeepsUpWithEightSessions(t *testing.T) {
 		for s := range sessions {
 			sids[s] = fmt.Sprintf("s%d", s)
 			wg.Go(func() {
-				var rows []testRow
+				var rows []storetest.Row
 				for q := range requests {
 					for k := range rowsPerRequest {
-						rows = append(rows, testRow{thread: "a", role: "tool", text: fmt.Sprintf("session %d request %d row %d output", s, q, k)})
+						rows = append(rows, storetest.Row{Thread: "a", Role: "tool", Text: fmt.Sprintf("session %d request %d row %d output", s, q, k)})
 					}
-					syncTestRows(t, mustSession(t, r, sids[s]), rows)
+					storetest.SyncRows(t, r, sids[s], time.Now(), rows)
 					e.Notify(sids[s])
 					time.Sleep(5 * time.Millisecond)
 				}

@@ -1,167 +1,31 @@
-package store
+package embedding
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/url"
-	"os"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // Embedding defaults and limits (contract: Vectors).
 const (
-	DefaultEmbedTimeout  = 30 * time.Second // per row
-	DefaultEmbedMaxChars = 4000
-	DefaultEmbedWorkers  = 4
+	DefaultTimeout  = 30 * time.Second // per row
+	DefaultMaxChars = 4000
+	DefaultWorkers  = 4
 
-	embedFirstBatch = 4
-	embedMaxBatch   = 32
-	embedSkipAfter  = 3                // single-row failures before a row gets dim = 0
-	embedDownAfter  = 3                // single-row failures in a row, before any success, that mean "down"
-	embedDownWait   = 60 * time.Second // a database whose endpoint looked down waits this long
+	firstBatch = 4
+	maxBatch   = 32
+	skipAfter  = 3                // single-row failures before a row gets dim = 0
+	downAfter  = 3                // single-row failures in a row, before any success, that mean "down"
+	downWait   = 60 * time.Second // a database whose endpoint looked down waits this long
 )
 
-// EmbedClient calls an OpenAI-compatible embeddings endpoint: POST <URL>/embeddings with
-// {"model", "input": [...]}, answered by data[i].embedding. It is safe for concurrent use.
-type EmbedClient struct {
-	url    string
-	apiKey string
-	http   *http.Client
-}
-
-// NewEmbedClient returns a client for the base URL (e.g. http://127.0.0.1:11434/v1). apiKey,
-// when not empty, is sent as a Bearer token (CONTEXT_EMBEDDING_API_KEY). hc nil uses a client
-// whose transport keeps enough idle connections for the embedder's workers; timeouts come
-// from the context of each call.
-func NewEmbedClient(url, apiKey string, hc *http.Client) *EmbedClient {
-	if hc == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 16
-		hc = &http.Client{Transport: t}
-	}
-	return &EmbedClient{url: strings.TrimRight(url, "/"), apiKey: apiKey, http: hc}
-}
-
-// URL is the endpoint's base URL.
-func (c *EmbedClient) URL() string { return c.url }
-
-// SafeURL is the endpoint with any password in it replaced by "xxxxx", for messages an agent
-// or a log may show.
-func (c *EmbedClient) SafeURL() string {
-	u, err := url.Parse(c.url)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
-
-// EmbedError is a failed embeddings call: Type names the failure for the log line (timeout,
-// connect, http_<status>, decode, count), Location where it was detected (store/embed.go:<line>).
-type EmbedError struct {
-	Type, Location string
-	Err            error
-}
-
-func (e *EmbedError) Error() string { return "embedding " + e.Type + ": " + e.Err.Error() }
-func (e *EmbedError) Unwrap() error { return e.Err }
-
-func embedErr(typ string, err error) *EmbedError {
-	_, file, line, _ := runtime.Caller(1)
-	return &EmbedError{Type: typ, Location: fmt.Sprintf("%s/%s:%d", filepath.Base(filepath.Dir(file)), filepath.Base(file), line), Err: err}
-}
-
-// embedErrType is the <type> of a log line for any error.
-func embedErrType(err error) (typ, loc string) {
-	var e *EmbedError
-	if errors.As(err, &e) {
-		return e.Type, e.Location
-	}
-	_, file, line, _ := runtime.Caller(1)
-	return fmt.Sprintf("%T", err), fmt.Sprintf("%s/%s:%d", filepath.Base(filepath.Dir(file)), filepath.Base(file), line)
-}
-
-// Embed returns one vector per input, in input order. Errors are *EmbedError.
-func (c *EmbedClient) Embed(ctx context.Context, model string, inputs []string) ([][]float32, error) {
-	body, err := json.Marshal(struct {
-		Model string   `json:"model"`
-		Input []string `json:"input"`
-	}{model, inputs})
-	if err != nil {
-		return nil, embedErr("encode", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/embeddings", bytes.NewReader(body))
-	if err != nil {
-		return nil, embedErr("request", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.apiKey)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		var ne net.Error
-		switch {
-		case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
-			return nil, embedErr("timeout", err)
-		case errors.Is(err, context.Canceled):
-			return nil, embedErr("canceled", err)
-		}
-		return nil, embedErr("connect", err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, embedErr("timeout", err)
-		}
-		return nil, embedErr("read", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		msg := string(raw)
-		if len(msg) > 200 {
-			msg = msg[:200]
-		}
-		return nil, embedErr(fmt.Sprintf("http_%d", resp.StatusCode), fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(msg)))
-	}
-	var out struct {
-		Data []struct {
-			Index     *int      `json:"index"`
-			Embedding []float32 `json:"embedding"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, embedErr("decode", err)
-	}
-	if len(out.Data) != len(inputs) {
-		return nil, embedErr("count", fmt.Errorf("%d embeddings for %d inputs", len(out.Data), len(inputs)))
-	}
-	vecs := make([][]float32, len(inputs))
-	for i, d := range out.Data {
-		k := i
-		if d.Index != nil {
-			k = *d.Index
-		}
-		if k < 0 || k >= len(vecs) || vecs[k] != nil || len(d.Embedding) == 0 {
-			return nil, embedErr("decode", fmt.Errorf("embedding %d: bad index %d or empty vector", i, k))
-		}
-		vecs[k] = d.Embedding
-	}
-	return vecs, nil
-}
-
-// EmbedConfig configures an Embedder (contract: Vectors; app fills it from [context_store]).
-type EmbedConfig struct {
+// Config configures an Embedder (contract: Vectors; app fills it from [context_store]).
+type Config struct {
 	Model    string        // embedding_model; must not be empty
 	URL      string        // embedding_url, the base before /embeddings
 	APIKey   string        // CONTEXT_EMBEDDING_API_KEY
@@ -169,7 +33,7 @@ type EmbedConfig struct {
 	MaxChars int           // code points of each row's head that are embedded; 0 = 4000
 	Workers  int           // databases embedded at once; 0 = 4
 	// Client overrides the HTTP client (tests); nil builds one.
-	Client *EmbedClient
+	Client *Client
 }
 
 // Embedder fills the vectors table of session databases in the background. Notify queues a
@@ -178,9 +42,9 @@ type EmbedConfig struct {
 // workers at once. Its state (batch size per endpoint and model, failure counts, 60 s waits)
 // lives in memory.
 type Embedder struct {
-	root   *Root
-	cfg    EmbedConfig
-	client *EmbedClient
+	root   *store.Root
+	cfg    Config
+	client *Client
 	log    *slog.Logger
 	now    func() time.Time
 
@@ -197,22 +61,22 @@ type Embedder struct {
 
 // NewEmbedder returns an embedder over root; call Run to start it. log receives one line per
 // embeddings call (contract: Vectors, Batches).
-func NewEmbedder(root *Root, cfg EmbedConfig, log *slog.Logger) *Embedder {
+func NewEmbedder(root *store.Root, cfg Config, log *slog.Logger) *Embedder {
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultEmbedTimeout
+		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.MaxChars <= 0 {
-		cfg.MaxChars = DefaultEmbedMaxChars
+		cfg.MaxChars = DefaultMaxChars
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = DefaultEmbedWorkers
+		cfg.Workers = DefaultWorkers
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	client := cfg.Client
 	if client == nil {
-		client = NewEmbedClient(cfg.URL, cfg.APIKey, nil)
+		client = NewClient(cfg.URL, cfg.APIKey, nil)
 	}
 	return &Embedder{
 		root: root, cfg: cfg, client: client, log: log, now: time.Now,
@@ -326,7 +190,7 @@ func (e *Embedder) batchSize() int {
 	if n := e.batch[e.batchKey()]; n > 0 {
 		return n
 	}
-	return embedFirstBatch
+	return firstBatch
 }
 
 func (e *Embedder) setBatchSize(n int) {
@@ -339,38 +203,30 @@ func (e *Embedder) setBatchSize(n int) {
 // that failed in earlier runs last, in adaptive batches, until none is left, the endpoint
 // looks down, or ctx ends.
 func (e *Embedder) runSession(ctx context.Context, sid string) {
-	if _, err := os.Stat(e.root.sessionFile(sid, ".db")); err != nil {
+	if !e.root.HasSession(sid) {
 		return // deleted (retention) since it was queued: opening it would create it again
 	}
 	db, err := e.root.Session(sid)
 	if err != nil {
-		typ, loc := embedErrType(err)
+		typ, loc := errorType(err)
 		e.log.Warn("smarter-compact: embedding failed "+typ+" at "+loc, "err", errorText(err))
 		return
 	}
-	seqs, err := db.pendingVectors(e.cfg.Model)
+	seqs, err := db.PendingVectors(e.cfg.Model)
 	if err != nil {
-		typ, loc := embedErrType(err)
+		typ, loc := errorType(err)
 		e.log.Warn("smarter-compact: embedding failed "+typ+" at "+loc, "err", errorText(err))
 		return
 	}
 	e.mu.Lock()
 	failed := e.failures[sid]
 	e.mu.Unlock()
-	if len(failed) > 0 { // rows that never failed first, each group in the contract's order
-		fresh, retry := seqs[:0:0], []int64(nil)
-		for _, s := range seqs {
-			if failed[s] > 0 {
-				retry = append(retry, s)
-			} else {
-				fresh = append(fresh, s)
-			}
-		}
-		seqs = append(fresh, retry...)
+	if len(failed) > 0 {
+		seqs = failedLast(seqs, failed)
 	}
 
 	size := e.batchSize()
-	runCap, grew := embedMaxBatch, false
+	runCap, grew := maxBatch, false
 	succeeded, singleFails := false, 0
 	var setAside []int64 // failed alone in this run
 	defer func() {
@@ -381,26 +237,13 @@ func (e *Embedder) runSession(ctx context.Context, sid string) {
 	for len(seqs) > 0 && ctx.Err() == nil {
 		n := min(size, len(seqs))
 		batch := seqs[:n]
-		texts, err := db.vectorInputs(batch, e.cfg.MaxChars)
+		texts, err := db.VectorInputs(batch, e.cfg.MaxChars)
 		if err != nil {
-			typ, loc := embedErrType(err)
+			typ, loc := errorType(err)
 			e.log.Warn("smarter-compact: embedding failed "+typ+" at "+loc, "err", errorText(err))
 			return
 		}
-		var inputs []string
-		var inSeqs []int64
-		blank := map[int64][]float32{}
-		for _, s := range batch {
-			t, ok := texts[s]
-			switch {
-			case !ok:
-			case blankText(t): // a head of blanks (the text was cut to max_chars): nothing to embed
-				blank[s] = nil
-			default:
-				inputs = append(inputs, t)
-				inSeqs = append(inSeqs, s)
-			}
-		}
+		inputs, inSeqs, blank := splitInputs(batch, texts)
 		if len(blank) > 0 {
 			if err := db.PutVectors(e.cfg.Model, blank); err != nil {
 				e.storeFailed(err)
@@ -421,7 +264,7 @@ func (e *Embedder) runSession(ctx context.Context, sid string) {
 			return // shutting down: neither a success nor a failure
 		}
 		if err != nil {
-			typ, _ := embedErrType(err)
+			typ, _ := errorType(err)
 			if len(inputs) > 1 {
 				size = max(1, len(inputs)/2)
 				runCap = size
@@ -434,11 +277,11 @@ func (e *Embedder) runSession(ctx context.Context, sid string) {
 			}
 			e.setBatchSize(size)
 			e.log.Warn(fmt.Sprintf("smarter-compact: embedding batch failed %s rows=%d seconds=%.2f batch=%d", typ, len(inputs), elapsed.Seconds(), size))
-			if !succeeded && singleFails >= embedDownAfter {
-				typ, loc := embedErrType(err)
+			if !succeeded && singleFails >= downAfter {
+				typ, loc := errorType(err)
 				e.log.Warn("smarter-compact: embedding failed "+typ+" at "+loc, "session", sid, "err", errorText(err))
 				e.mu.Lock()
-				e.waitTill[sid] = e.now().Add(embedDownWait)
+				e.waitTill[sid] = e.now().Add(downWait)
 				if !e.queued[sid] { // try again after the wait even without a new request
 					e.queued[sid] = true
 					e.pending = append(e.pending, sid)
@@ -467,9 +310,41 @@ func (e *Embedder) runSession(ctx context.Context, sid string) {
 	}
 }
 
+// failedLast puts the rows that never failed first, each group in the contract's order.
+func failedLast(seqs []int64, failed map[int64]int) []int64 {
+	fresh, retry := seqs[:0:0], []int64(nil)
+	for _, s := range seqs {
+		if failed[s] > 0 {
+			retry = append(retry, s)
+		} else {
+			fresh = append(fresh, s)
+		}
+	}
+	return append(fresh, retry...)
+}
+
+// splitInputs sorts a batch's rows into the texts to embed (with their seqs) and the rows
+// whose head is blank (the text was cut to max_chars): nothing to embed, a dim = 0 vector.
+// Rows gone since they were listed are in neither.
+func splitInputs(batch []int64, texts map[int64]string) (inputs []string, inSeqs []int64, blank map[int64][]float32) {
+	blank = map[int64][]float32{}
+	for _, s := range batch {
+		t, ok := texts[s]
+		switch {
+		case !ok:
+		case store.BlankText(t):
+			blank[s] = nil
+		default:
+			inputs = append(inputs, t)
+			inSeqs = append(inSeqs, s)
+		}
+	}
+	return inputs, inSeqs, blank
+}
+
 // countFailures adds one failure to each row that failed alone in a run where the endpoint
-// worked for other rows; a row at embedSkipAfter gets a dim = 0 vector and is never retried.
-func (e *Embedder) countFailures(db *DB, sid string, seqs []int64) {
+// worked for other rows; a row at skipAfter gets a dim = 0 vector and is never retried.
+func (e *Embedder) countFailures(db *store.DB, sid string, seqs []int64) {
 	skip := map[int64][]float32{}
 	e.mu.Lock()
 	f := e.failures[sid]
@@ -479,7 +354,7 @@ func (e *Embedder) countFailures(db *DB, sid string, seqs []int64) {
 	}
 	for _, s := range seqs {
 		f[s]++
-		if f[s] >= embedSkipAfter {
+		if f[s] >= skipAfter {
 			skip[s] = nil
 			delete(f, s)
 		}
@@ -493,13 +368,13 @@ func (e *Embedder) countFailures(db *DB, sid string, seqs []int64) {
 		return
 	}
 	for s := range skip {
-		e.log.Warn(fmt.Sprintf("smarter-compact: embedding skipped seq=%d after %d failures", s, embedSkipAfter))
+		e.log.Warn(fmt.Sprintf("smarter-compact: embedding skipped seq=%d after %d failures", s, skipAfter))
 	}
 }
 
 func (e *Embedder) storeFailed(err error) {
 	_, file, line, _ := runtime.Caller(1)
-	e.log.Warn(fmt.Sprintf("smarter-compact: embedding failed %s at %s/%s:%d", "store", filepath.Base(filepath.Dir(file)), filepath.Base(file), line),
+	e.log.Warn(fmt.Sprintf("smarter-compact: embedding failed %s at %s", "store", location(file, line)),
 		"err", errorText(err))
 }
 

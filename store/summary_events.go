@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -174,20 +173,24 @@ func (r *Root) Status(ctx context.Context, now time.Time, hours int) (Status, er
 	return st, nil
 }
 
-// statusProblem is why a database was skipped, in words.
+// statusProblem is why a database was skipped, in words (the status and dashboard wording
+// of a ReadError's kind).
 func statusProblem(err error) string {
-	msg := err.Error()
-	switch {
-	case errors.Is(err, ErrUnsupportedSchema):
+	var kind ReadFailure
+	if re := AsReadError(err); re != nil {
+		kind = re.Kind
+	}
+	switch kind {
+	case ReadNewerSchema:
 		return "written by a newer smarter-compact (newer schema)"
-	case errors.Is(err, os.ErrNotExist):
+	case ReadMissing:
 		return "deleted while reading (retention?)"
-	case strings.Contains(msg, "locked") || strings.Contains(msg, "busy"):
+	case ReadLocked:
 		return "locked by another process"
-	case strings.Contains(msg, "not a database") || strings.Contains(msg, "malformed"):
+	case ReadNotADatabase, ReadCorrupt:
 		return "not a readable SQLite database"
 	}
-	return msg
+	return err.Error()
 }
 
 // eventColumns joins names into a SELECT column list for the events table of a session
@@ -212,8 +215,10 @@ func eventColumns(v int, names ...string) (cols string, ok bool) {
 var addedInV3 = map[string]bool{"model": true, "thread_root": true, "trimmed": true, "input_tokens": true,
 	"cache_read_tokens": true, "cache_creation_tokens": true, "output_tokens": true, "breakpoints": true, "breakpoint_at": true}
 
-// statusEvents reads the session's events at or after since through a Reader.
-func (r *Root) statusEvents(ctx context.Context, sid, since string) ([]statusEvent, error) {
+// statusEvents reads the session's events at or after since through a Reader. An error
+// reading the database is a *ReadError.
+func (r *Root) statusEvents(ctx context.Context, sid, since string) (_ []statusEvent, err error) {
+	defer func() { err = readError(r.sessionFile(sid, ".db"), err) }()
 	rd, err := r.OpenReader(sid)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,182 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Word search (contract: Search, query): FTS5 strings, any-word match, ranked by matched words
+// then bm25.
+
+// queryWords splits a query on whitespace. A word that repeats another's tokens ("Fox",
+// "fox,") is dropped, as is one without any token character ("-", "…"), which FTS5 matches
+// nowhere and which would empty the every-word line count.
+func queryWords(q string) []string {
+	var words []string
+	seen := make(map[string]bool)
+	for _, w := range strings.Fields(q) {
+		k := strings.Join(strings.FieldsFunc(strings.ToLower(w), notTokenChar), " ")
+		if k != "" && !seen[k] {
+			seen[k] = true
+			words = append(words, w)
+		}
+	}
+	return words
+}
+
+// notTokenChar reports a separator of FTS5's default unicode61 tokenizer, whose token
+// characters are the categories L*, N* and Co.
+func notTokenChar(r rune) bool {
+	return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.Is(unicode.Co, r)
+}
+
+// ftsString quotes a word as an FTS5 string: matched by token, case-insensitively, never as
+// query syntax.
+func ftsString(w string) string {
+	return `"` + strings.ReplaceAll(w, `"`, `""`) + `"`
+}
+
+// where builds the filter conditions for a query over messages aliased m (or, for roles,
+// over roleCol) and appends their arguments; "" when there is no filter.
+func where(o SearchOptions, roleCol string, args []any) (string, []any) {
+	var conds []string
+	if len(o.Roles) > 0 {
+		conds = append(conds, roleCol+" IN (?"+strings.Repeat(", ?", len(o.Roles)-1)+")")
+		for _, r := range o.Roles {
+			args = append(args, r)
+		}
+	}
+	if o.InContext != nil {
+		conds = append(conds, "m.in_context = ?")
+		args = append(args, *o.InContext)
+	}
+	if len(conds) == 0 {
+		return "", args
+	}
+	return " AND " + strings.Join(conds, " AND "), args
+}
+
+// anyWordQuery is the FTS5 expression matching a row with any of words.
+func anyWordQuery(words []string) string {
+	phrases := make([]string, len(words))
+	for i, w := range words {
+		phrases[i] = ftsString(w)
+	}
+	return strings.Join(phrases, " OR ")
+}
+
+func searchQuery(ctx context.Context, db conn, o SearchOptions, words []string) (SearchResult, error) {
+	var res SearchResult
+	phrases := make([]string, len(words))
+	for i, w := range words {
+		phrases[i] = ftsString(w)
+	}
+	anyWord := strings.Join(phrases, " OR ")
+	everyWord := strings.Join(phrases, " AND ")
+
+	join := ""
+	if len(o.Roles) > 0 || o.InContext != nil {
+		join = " JOIN messages m ON m.seq = messages_fts.rowid"
+	}
+	filter, fargs := where(o, "m.role", nil)
+
+	// Total.
+	args := append([]any{anyWord}, fargs...)
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM messages_fts"+join+" WHERE messages_fts MATCH ?"+filter, args...).Scan(&res.TotalMatches); err != nil {
+		return res, fmt.Errorf("count matches: %w", err)
+	}
+
+	// Lines containing every word. The role is copied into lines; in_context needs the message.
+	lineJoin := ""
+	if len(o.Roles) > 0 || o.InContext != nil {
+		lineJoin = " JOIN lines l ON l.id = lines_fts.rowid"
+	}
+	if o.InContext != nil {
+		lineJoin += " JOIN messages m ON m.seq = l.message_seq"
+	}
+	lfilter, lfargs := where(o, "l.role", nil)
+	args = append([]any{everyWord}, lfargs...)
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM lines_fts"+lineJoin+" WHERE lines_fts MATCH ?"+lfilter, args...).Scan(&res.LineMatches); err != nil {
+		return res, fmt.Errorf("count line matches: %w", err)
+	}
+
+	if res.TotalMatches == 0 || o.Limit == 0 {
+		return res, nil
+	}
+
+	// Hits: matched words are counted in SQL, one IN (word's rows) per word, so only the
+	// best Limit rows come back. ?1…?n are the words, ?n+1 the any-word expression.
+	n := len(words)
+	args = make([]any, 0, n+2+len(fargs))
+	matched := "1"
+	if n > 1 {
+		parts := make([]string, n)
+		for i := range words {
+			parts[i] = "(messages_fts.rowid IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?" + strconv.Itoa(i+1) + "))"
+		}
+		matched = strings.Join(parts, " + ")
+		for _, p := range phrases {
+			args = append(args, p)
+		}
+	}
+	args = append(args, anyWord)
+	args = append(args, fargs...)
+	args = append(args, o.Limit)
+	q := "SELECT messages_fts.rowid, " + matched + " AS matched, bm25(messages_fts) AS score FROM messages_fts" + join +
+		" WHERE messages_fts MATCH ?" + strconv.Itoa(len(args)-len(fargs)-1) + numbered(filter, len(args)-len(fargs)) +
+		" ORDER BY matched DESC, score, messages_fts.rowid DESC LIMIT ?" + strconv.Itoa(len(args))
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return res, fmt.Errorf("rank matches: %w", err)
+	}
+	for rows.Next() {
+		var h Hit
+		if err := rows.Scan(&h.Seq, &h.MatchedTerms, &h.Rank); err != nil {
+			rows.Close()
+			return res, fmt.Errorf("rank matches: %w", err)
+		}
+		res.Hits = append(res.Hits, h)
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return res, fmt.Errorf("rank matches: %w", err)
+	}
+	rows.Close()
+
+	if o.KeysOnly {
+		return res, nil
+	}
+	return res, queryDetails(ctx, db, anyWord, res.Hits)
+}
+
+// queryDetails reads the row of each hit and its excerpt around the first match of anyWord.
+// highlight() marks the matched tokens, so the first byte where it differs from the text is
+// where the first match starts.
+func queryDetails(ctx context.Context, db conn, anyWord string, hits []Hit) error {
+	if len(hits) == 0 {
+		return nil
+	}
+	st, err := db.prepare(ctx, "SELECT m.thread, m.role, m.kind, coalesce(m.name, ''), m.in_context, coalesce(m.blob_id, ''), m.text, "+
+		"highlight(messages_fts, 0, char(1), char(2)) FROM messages_fts JOIN messages m ON m.seq = messages_fts.rowid "+
+		"WHERE messages_fts MATCH ? AND messages_fts.rowid = ?")
+	if err != nil {
+		return fmt.Errorf("read hits: %w", err)
+	}
+	defer st.done()
+	for i := range hits {
+		h := &hits[i]
+		var text, marked string
+		if err := st.QueryRowContext(ctx, anyWord, h.Seq).Scan(&h.Thread, &h.Role, &h.Kind, &h.Name, &h.InContext, &h.BlobID, &text, &marked); err != nil {
+			return fmt.Errorf("read hit %d: %w", h.Seq, err)
+		}
+		pos := 0
+		for pos < len(text) && pos < len(marked) && text[pos] == marked[pos] {
+			pos++
+		}
+		h.Excerpt = excerpt(text, pos, ExcerptChars)
+	}
+	return nil
+}

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/smarter-compact/smarter-compact/web/ui"
 )
 
 // aim is one of issue 7's targets and how this run did against it.
@@ -83,9 +81,9 @@ func aims(r *results) []aim {
 			}
 			hitOK = hitOK && gap <= 0.03
 		}
-		res := fmt.Sprintf("0 requests over; the closest came within %s tokens of the limit (%s)", ui.Commas(int64(-worst)), worstTask)
+		res := fmt.Sprintf("0 requests over; the closest came within %s tokens of the limit (%s)", commas(int64(-worst)), worstTask)
 		if over > 0 {
-			res = fmt.Sprintf("%d requests over; the worst by %s tokens (%s)", over, ui.Commas(int64(worst)), worstTask)
+			res = fmt.Sprintf("%d requests over; the worst by %s tokens (%s)", over, commas(int64(worst)), worstTask)
 		}
 		out = append(out, aim{Name: "smart compaction keeps every prompt under threshold + the newest turn", Result: res, Met: over == 0})
 		out = append(out, aim{Name: "lookups 1.00 (smart compaction)", Result: f2(float64(lk)/float64(max(lkN, 1))) + fmt.Sprintf(" (%d/%d)", lk, lkN), Met: lk == lkN})
@@ -154,7 +152,7 @@ func overheadSection(b *strings.Builder, r *results) {
 	o := r.Overhead
 	p("## 1. Proxy overhead\n\n")
 	p("The same request streams go (a) straight to a fake upstream, (b) through a bare `httputil.ReverseProxy` (the transport settings of serve's proxy, flushing every event) and (c) through `serve`, interleaved request by request (the arm that goes first rotates). The upstream reads the whole body and answers with an Anthropic event stream of %d events, each flushed; it parses nothing, so its cost is the same in every arm. Requests are Claude Code–shaped (`claude-opus-5-5`, adaptive thinking, three system blocks, twelve tools, user turns of ten tool steps, the moving `cache_control` marker) and sized in the strict fake's tokens (body bytes / 3).\n\n", streamEvents)
-	p("- **warm**: the session's previous request went through serve; each request adds one tool step and makes no cut. serve's `trim_at_tokens` is %s, above the largest request, so no warm request is trimmed (a threshold below 400k would cut them). A session is replaced, unmeasured in every arm, after it grew by a tenth.\n", ui.Commas(overheadTrimAt))
+	p("- **warm**: the session's previous request went through serve; each request adds one tool step and makes no cut. serve's `trim_at_tokens` is %s, above the largest request, so no warm request is trimmed (a threshold below 400k would cut them). A session is replaced, unmeasured in every arm, after it grew by a tenth.\n", commas(overheadTrimAt))
 	p("- **new cut**: a fresh session is warmed (unmeasured, every arm) with the history minus one step, `sessions/<sid>.force` is set, and the measured request makes the cut (the path a threshold crossing takes; the cut drops every turn between the first and the newest). After the run, %d of these sessions were checked to hold exactly one trim event.\n", o.CutChecked)
 	p("- **added**: the arm's latency minus the direct arm's for the same request; p50 and p99 over the requests. serve − bare is the difference of the p50s; serve / bare p99 the ratio of the total latencies' p99.\n\n")
 	for _, which := range []string{"last", "first"} {
@@ -205,7 +203,7 @@ func replaySection(b *strings.Builder, r *results) {
 	p("A generator in the manner of ContextBench (seed 003's run D tasks; our data, not theirs): **kv-store** R*n* is *n* `SET <key> = <value> #<tag> (…)` lines, about a fifth of them replacing a key set in an earlier batch, then %d GET questions (truth: the key's last value and tag); **log-triage** L*n* is *n* log lines (INFO 70%%, WARN 20%%, ERROR 10%%, twelve services), then %d questions alternating lookups (which user made request X) and counts (how many lines of the whole log have level L and service S). Batches of %d lines, one user turn each, acknowledged by the model; then one question per user turn. A record is about 70–75 tokens, so R1000 holds about 70k tokens of records and L1600 about 120k, near run D's sizes; the sizes are not scaled down.\n\n", pl.Questions, pl.Questions, batchRecords)
 	p("A scripted agent plays Claude Code: %s system and tools (the recall tools among them, as `mcp__smarter-compact__…`), the moving `cache_control` marker on the last block, `X-Claude-Code-Session-Id`. The model is the strict fake upstream (`proxy/fakeupstream`) with a scripted reply: it answers from the batches its request carries; when the answer is not there and the request carries the `[smarter-compact: …]` pointer, it calls `smart_compact_search` with a pattern for the key or request id, or `smart_compact_sql` for a count (`SELECT count(*) FROM lines WHERE role = 'user' AND text GLOB '* L S req=*'`), which the agent runs over MCP (`POST /mcp` on serve, streamable HTTP), and answers from the tool result. It reads its prompt perfectly, so keep-everything scores 1.00 by construction: this measures that every value stays recoverable, not a model's attention over a long prompt (seed 003's run B shows keep-everything losing lookups and counts as the prompt grows).\n\n", map[bool]string{true: "a small (about 1.5k-token)", false: "an about 20k-token"}[pl.Mini])
 	p("The fake models the Anthropic prompt cache (api-rules §1.8): a hit needs the exact prefix (tools, system, messages) through a `cache_control` breakpoint or one of the 20 blocks before it; every breakpoint after the hit is written when it is at least %d tokens long (Haiku 4.5's minimum); usage reports `input_tokens` (uncached), `cache_creation_input_tokens` and `cache_read_input_tokens`, which sum to the prompt (the fake's tokenizer: 3 bytes per token of canonical JSON). TTLs are not timed (a replay takes seconds). Each trial gets a fresh fake, so it starts with an empty cache.\n\n", minCacheable)
-	p("Arms, in the same run, each trial with a fresh fake: **keep** (keep everything, proxy off: through a serve with `[context_proxy.agents] claude-code = false`, which passes every request through untouched) and **smart** (smart compaction: through a serve with `trim_at_tokens = %s`, %s; the Haiku default would be 95,000). Model `%s`.\n\n", ui.Commas(int64(pl.TrimAt)), map[bool]string{true: "as in run D", false: "scaled down with the sizes"}[pl.TrimAt == 120_000], replayModel)
+	p("Arms, in the same run, each trial with a fresh fake: **keep** (keep everything, proxy off: through a serve with `[context_proxy.agents] claude-code = false`, which passes every request through untouched) and **smart** (smart compaction: through a serve with `trim_at_tokens = %s`, %s; the Haiku default would be 95,000). Model `%s`.\n\n", commas(int64(pl.TrimAt)), map[bool]string{true: "as in run D", false: "scaled down with the sizes"}[pl.TrimAt == 120_000], replayModel)
 	p("Cost is at assumed Haiku-like list prices per million tokens: input $%.2f, cache write $%.2f, cache read $%.2f, output $%.2f (assumed, not quoted). Cache hit = cache read / (input + cache write + cache read), over the session. *over* counts requests whose prompt exceeded threshold + the newest turn (the newest user turn and its tool steps).\n\n", priceInput, priceWrite, priceRead, priceOutput)
 	p("| task | records tokens | batches | arm | requests | peak prompt | trims | cache hit | cache write tokens | cost $ | lookups | counts | searches | SQL | over | seconds |\n")
 	p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")

@@ -327,18 +327,8 @@ func chainUpstreams(w io.Writer, rep installer.Report, cfgPath string, port int,
 		for _, fam := range slices.Sorted(maps.Keys(a.Upstreams)) {
 			u := strings.TrimRight(a.Upstreams[fam], "/")
 			k := agentUpstreamKey(a.Agent, fam)
-			switch {
-			case !slices.Contains(upstreamFamilies, fam):
-				fmt.Fprintf(w, "%s: its previous %s base URL %s has no [upstream] key: requests go to the default\n", a.Agent, fam, u)
-				continue
-			case !upstreamURL(u):
-				fmt.Fprintf(w, "%s: its previous base URL %q is not an http(s) URL without query: not chained\n", a.Agent, u)
-				continue
-			case loopsBack(u, port):
-				fmt.Fprintf(w, "%s: its previous base URL %s is this proxy: not chained\n", a.Agent, u)
-				continue
-			case !slices.Contains(configuredAgents, a.Agent):
-				fmt.Fprintf(w, "%s: has no [upstream.agents] table: its previous base URL %s is not chained\n", a.Agent, u)
+			if why := notChained(a.Agent, fam, u, port); why != "" {
+				fmt.Fprintln(w, why)
 				continue
 			}
 			if p := current[fam]; p != nil {
@@ -388,14 +378,7 @@ func chainUpstreams(w io.Writer, rep installer.Report, cfgPath string, port int,
 		err = writeConfigFile(cfgPath, text)
 	}
 	if err != nil {
-		var add strings.Builder
-		for _, agent := range slices.Sorted(maps.Keys(keys)) {
-			fmt.Fprintf(&add, "\n  [upstream.agents.%s]", agent)
-			for _, k := range keys[agent] {
-				fmt.Fprintf(&add, "\n  %s = %s", k.name, k.value)
-			}
-		}
-		return fmt.Errorf("config %s: %v\nthe agents are wired, but requests go to the default upstreams until you add:%s", cfgPath, err, add.String())
+		return fmt.Errorf("config %s: %v\nthe agents are wired, but requests go to the default upstreams until you add:%s", cfgPath, err, keysText(keys))
 	}
 	fmt.Fprintf(w, "wrote those keys to %s (restart the service to use them)\n", cfgPath)
 	if recordPath != "" {
@@ -404,6 +387,34 @@ func chainUpstreams(w io.Writer, rep installer.Report, cfgPath string, port int,
 		}
 	}
 	return nil
+}
+
+// notChained is why agent's previous base URL u for family fam is not chained, one line
+// for the report; "" when it may be.
+func notChained(agent, fam, u string, port int) string {
+	switch {
+	case !slices.Contains(upstreamFamilies, fam):
+		return fmt.Sprintf("%s: its previous %s base URL %s has no [upstream] key: requests go to the default", agent, fam, u)
+	case !upstreamURL(u):
+		return fmt.Sprintf("%s: its previous base URL %q is not an http(s) URL without query: not chained", agent, u)
+	case loopsBack(u, port):
+		return fmt.Sprintf("%s: its previous base URL %s is this proxy: not chained", agent, u)
+	case !slices.Contains(configuredAgents, agent):
+		return fmt.Sprintf("%s: has no [upstream.agents] table: its previous base URL %s is not chained", agent, u)
+	}
+	return ""
+}
+
+// keysText is keys as the tables to add by hand, each line indented: "\n  [upstream.agents.codex]\n  openai = …".
+func keysText(keys map[string][]configKey) string {
+	var add strings.Builder
+	for _, agent := range slices.Sorted(maps.Keys(keys)) {
+		fmt.Fprintf(&add, "\n  [upstream.agents.%s]", agent)
+		for _, k := range keys[agent] {
+			fmt.Fprintf(&add, "\n  %s = %s", k.name, k.value)
+		}
+	}
+	return add.String()
 }
 
 // upstreamRecord is what install wrote into one config.toml's [upstream.agents.<agent>]

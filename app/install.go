@@ -245,33 +245,9 @@ func printReport(w io.Writer, rep installer.Report, cmd string, dryRun bool) []e
 			fmt.Fprintf(w, "%s: %s\n", a.Agent, strings.TrimPrefix(a.Skipped, a.Agent+": "))
 			continue
 		}
-		switch {
-		case cmd == "install" && len(a.Files) == 0:
-			fmt.Fprintf(w, "%s: already wired, nothing to change\n", a.Agent)
-		case cmd == "install":
-			fmt.Fprintf(w, "%s: %s\n", a.Agent, would("wired", "would wire"))
-		case a.Tier == 1:
-			fmt.Fprintf(w, "%s: %s\n", a.Agent, would("unwired: removed what install added", "would remove what install added"))
-		case a.Tier == 2:
-			fmt.Fprintf(w, "%s: %s\n", a.Agent, would("no usable install diff: restored the snapshots taken at install", "no usable install diff: would restore the snapshots taken at install"))
-		case a.Tier == 3:
-			fmt.Fprintf(w, "%s: %s\n", a.Agent, would("no install record: removed the smarter-compact wiring found in the files", "no install record: would remove the smarter-compact wiring found in the files"))
-		default:
-			fmt.Fprintf(w, "%s: nothing to undo\n", a.Agent)
-		}
+		fmt.Fprintf(w, "%s: %s\n", a.Agent, reportHeadline(a, cmd, would))
 		for _, file := range a.Files {
-			switch {
-			case cmd == "install":
-				fmt.Fprintf(w, "  %s %s\n", would("wrote", "would write"), file)
-			case dryRun:
-				fmt.Fprintf(w, "  would put back %s\n", file)
-			case exists(file) && a.Tier == 3:
-				fmt.Fprintf(w, "  edited %s\n", file)
-			case exists(file):
-				fmt.Fprintf(w, "  restored %s\n", file)
-			default:
-				fmt.Fprintf(w, "  removed %s (install had created it)\n", file)
-			}
+			fmt.Fprintf(w, "  %s\n", reportFileLine(a, file, cmd, dryRun, would))
 		}
 		for _, n := range a.Notes {
 			fmt.Fprintf(w, "  note: %s\n", n)
@@ -284,6 +260,40 @@ func printReport(w io.Writer, rep installer.Report, cmd string, dryRun bool) []e
 		}
 	}
 	return failed
+}
+
+// reportHeadline is what happened to a wired or unwired agent, the line after its name.
+func reportHeadline(a installer.AgentReport, cmd string, would func(done, planned string) string) string {
+	switch {
+	case cmd == "install" && len(a.Files) == 0:
+		return "already wired, nothing to change"
+	case cmd == "install":
+		return would("wired", "would wire")
+	case a.Tier == 1:
+		return would("unwired: removed what install added", "would remove what install added")
+	case a.Tier == 2:
+		return would("no usable install diff: restored the snapshots taken at install", "no usable install diff: would restore the snapshots taken at install")
+	case a.Tier == 3:
+		return would("no install record: removed the smarter-compact wiring found in the files", "no install record: would remove the smarter-compact wiring found in the files")
+	default:
+		return "nothing to undo"
+	}
+}
+
+// reportFileLine is what happened to one of the agent's files.
+func reportFileLine(a installer.AgentReport, file, cmd string, dryRun bool, would func(done, planned string) string) string {
+	switch {
+	case cmd == "install":
+		return would("wrote", "would write") + " " + file
+	case dryRun:
+		return "would put back " + file
+	case exists(file) && a.Tier == 3:
+		return "edited " + file
+	case exists(file):
+		return "restored " + file
+	default:
+		return "removed " + file + " (install had created it)"
+	}
 }
 
 // wired reports whether an install report has an agent that is wired now.

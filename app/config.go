@@ -238,15 +238,23 @@ type resolved struct {
 
 // loadConfig is LoadConfig with the decoded file.
 func loadConfig(path string, explicit bool, getenv func(string) string) (resolved, error) {
+	rc, _, err := loadConfigText(path, explicit, getenv)
+	return rc, err
+}
+
+// loadConfigText is loadConfig that also returns the bytes it resolved (nil: no file), so a
+// caller can remember what it loaded without reading the file again.
+func loadConfigText(path string, explicit bool, getenv func(string) string) (resolved, []byte, error) {
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist) && !explicit:
 		path, b = "", nil
 	default:
-		return resolved{}, fmt.Errorf("read config: %w", err)
+		return resolved{}, nil, fmt.Errorf("read config: %w", err)
 	}
-	return resolveConfigText(path, b, getenv)
+	rc, err := resolveConfigText(path, b, getenv)
+	return rc, b, err
 }
 
 // resolveConfigText decodes b as the text of the config.toml at path ("" and nil: no file)

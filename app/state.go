@@ -84,9 +84,9 @@ type stateOptions struct {
 // newState loads config.toml at o.Path (the same LoadConfig serve always ran) and builds the
 // state from it. An invalid config is an error: the service does not start with it.
 func newState(o stateOptions) (*state, error) {
-	// The content before the load: an edit during it differs, and the watcher applies it.
-	before, _ := readConfigText(o.Path)
-	rc, err := loadConfig(o.Path, o.Explicit, o.Sys.getenv)
+	// seen is the content loaded, read once: an edit after it differs, and the watcher
+	// applies it.
+	rc, before, err := loadConfigText(o.Path, o.Explicit, o.Sys.getenv)
 	if err != nil {
 		return nil, err
 	}

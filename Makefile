@@ -68,10 +68,10 @@ e2e:
 clean:
 	rm -rf bin
 
-## bench: build, then measure on this machine (app/bench): proxy overhead against a bare reverse
+## bench: build, then measure on this machine (cmd/bench): proxy overhead against a bare reverse
 ## proxy, long sessions replayed against the fake's prompt cache, the store at scale; writes
 ## docs/benchmarks.md and docs/bench/*.svg (about 10 minutes on 2 cores). BENCH_ARGS adds flags,
 ## e.g. make bench BENCH_ARGS=-quick
 BENCH_ARGS ?=
 bench: build
-	$(GO) run -tags '$(TAGS)' ./app/bench -bin $(BIN) -out docs $(BENCH_ARGS)
+	$(GO) run -tags '$(TAGS)' ./cmd/bench -bin $(BIN) -out docs $(BENCH_ARGS)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/smarter-compact/smarter-compact/installer"
 )
 
 // The service's address file: serve records where it listens, so that `on` and `off` find a
@@ -47,8 +49,7 @@ func writeAddrFile(configDir, base string) (remove func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return func() {}, err
 	}
-	_ = os.Remove(path) // writeConfigFile keeps an existing file's mode: start from 0600
-	if err := writeConfigFile(path, b); err != nil {
+	if err := installer.WriteFileAtomic(path, b, 0o600); err != nil {
 		return func() {}, err
 	}
 	return func() {

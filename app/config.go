@@ -17,7 +17,6 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/smarter-compact/smarter-compact/proxy"
-	"github.com/smarter-compact/smarter-compact/web"
 )
 
 // Agent names as they appear in [context_proxy.agents], route prefixes and events
@@ -239,15 +238,23 @@ type resolved struct {
 
 // loadConfig is LoadConfig with the decoded file.
 func loadConfig(path string, explicit bool, getenv func(string) string) (resolved, error) {
+	rc, _, err := loadConfigText(path, explicit, getenv)
+	return rc, err
+}
+
+// loadConfigText is loadConfig that also returns the bytes it resolved (nil: no file), so a
+// caller can remember what it loaded without reading the file again.
+func loadConfigText(path string, explicit bool, getenv func(string) string) (resolved, []byte, error) {
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist) && !explicit:
 		path, b = "", nil
 	default:
-		return resolved{}, fmt.Errorf("read config: %w", err)
+		return resolved{}, nil, fmt.Errorf("read config: %w", err)
 	}
-	return resolveConfigText(path, b, getenv)
+	rc, err := resolveConfigText(path, b, getenv)
+	return rc, b, err
 }
 
 // resolveConfigText decodes b as the text of the config.toml at path ("" and nil: no file)
@@ -409,81 +416,6 @@ func (r *resolver) agents(cp *fileContextProxy) map[string]bool {
 		}
 	}
 	return switchesOf(cp, r.getenv).effective()
-}
-
-// switchState is the trimming switches of config.toml and the environment (DESIGN.md §5).
-type switchState struct {
-	master bool                // [context_proxy] enabled; unset means true
-	paused bool                // [context_proxy] paused; unset means false
-	modes  map[string]web.Mode // configured agent → on (key true), off (key false), follow (no key)
-	// env is CONTEXT_PROXY_ENABLED when set to a valid value ("" otherwise), envOn its value.
-	env   string
-	envOn bool
-}
-
-// switchesOf reads the switches from the decoded [context_proxy] table and getenv.
-func switchesOf(cp *fileContextProxy, getenv func(string) string) switchState {
-	sw := switchState{master: true, modes: map[string]web.Mode{}}
-	if cp.Enabled != nil {
-		sw.master = *cp.Enabled
-	}
-	if cp.Paused != nil {
-		sw.paused = *cp.Paused
-	}
-	for agent, v := range map[string]*bool{agentClaudeCode: cp.Agents.ClaudeCode, agentCodex: cp.Agents.Codex, agentOpenCode: cp.Agents.OpenCode} {
-		switch {
-		case v == nil:
-			sw.modes[agent] = web.ModeFollow
-		case *v:
-			sw.modes[agent] = web.ModeOn
-		default:
-			sw.modes[agent] = web.ModeOff
-		}
-	}
-	if v := strings.TrimSpace(getenv(keyEnabled.env)); v != "" {
-		if on, err := parseBool(v); err == nil {
-			sw.env, sw.envOn = v, on
-		}
-	}
-	return sw
-}
-
-// mode is agent's saved mode; "unknown" and any agent without a key follow the master.
-func (sw switchState) mode(agent string) web.Mode {
-	if m, ok := sw.modes[agent]; ok {
-		return m
-	}
-	return web.ModeFollow
-}
-
-// effective is whether trimming is on for every configured agent and "unknown".
-func (sw switchState) effective() map[string]bool {
-	agents := make(map[string]bool, len(configuredAgents)+1)
-	for _, a := range append(slices.Clone(configuredAgents), agentUnknown) {
-		agents[a], _ = sw.trimming(a)
-	}
-	return agents
-}
-
-// trimming is the effective rule, with the reason in words: pause wins over everything (every
-// agent passes through untouched); then a set CONTEXT_PROXY_ENABLED is the master switch
-// over every agent key (0 forwards every request unmodified, seed 001's proxy table); then
-// the agent's key; an agent without one follows [context_proxy] enabled. Our decision for
-// the Go product: with enabled unset every agent is on (the seed had only opencode2 on),
-// because installing Smarter Compact is the opt-in.
-func (sw switchState) trimming(agent string) (on bool, why string) {
-	switch m := sw.mode(agent); {
-	case sw.paused:
-		return false, "off: paused"
-	case sw.env != "":
-		return sw.envOn, fmt.Sprintf("%s: %s=%s overrides", onOffWord(sw.envOn), keyEnabled.env, sw.env)
-	case m == web.ModeOn:
-		return true, "on (saved)"
-	case m == web.ModeOff:
-		return false, "off (saved)"
-	default:
-		return sw.master, onOffWord(sw.master) + " (follows the master switch)"
-	}
 }
 
 // agentUpstreams resolves the [upstream.agents.<agent>] tables: agent to family to base

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/smarter-compact/smarter-compact/installer"
 )
 
 // configKey is one key = value line our commands write into config.toml: `on`/`off` the
@@ -405,72 +406,17 @@ func splitKeyPath(s string) []string {
 	return append(parts, cur.String())
 }
 
-// writeConfigFile replaces path with b atomically (a temporary file in the same directory,
-// then a rename), keeping an existing file's mode, 0600 for a new one; a missing directory is
-// created 0700. A path that is a symbolic link (config.toml kept in a dotfiles repository)
-// stays one: the file it points to is replaced, in that file's directory, with that file's
-// mode.
+// writeConfigFile replaces path with b through installer.WriteFileAtomic (temporary file,
+// fsync of file and folder, rename; a symbolic link stays one and its target is written),
+// keeping an existing file's mode, 0600 for a new one.
 func writeConfigFile(path string, b []byte) error {
-	path, err := followLinks(path)
-	if err != nil {
-		return err
-	}
 	mode := os.FileMode(0o600)
 	if fi, err := os.Stat(path); err == nil {
 		mode = fi.Mode().Perm()
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, ".config.toml.*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename, it no longer exists
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-// maxLinks bounds the symbolic links followLinks follows (Linux's own limit is 40).
-const maxLinks = 40
-
-// followLinks returns the file path names after following symbolic links in its last
-// element, one by one, so a link whose target does not exist yet gives the path to create.
-// The directories on the way need no resolving: a rename through them lands in the target.
-func followLinks(path string) (string, error) {
-	for range maxLinks {
-		fi, err := os.Lstat(path)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			return path, nil // a file, a folder, or nothing yet: written as is
-		}
-		target, err := os.Readlink(path)
-		if err != nil {
-			return "", err
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(path), target)
-		}
-		path = target
-	}
-	return "", fmt.Errorf("%s: too many levels of symbolic links", path)
+	return installer.WriteFileAtomic(path, b, mode)
 }
 
 // readConfigText returns config.toml's bytes, nil when it does not exist.

@@ -245,33 +245,9 @@ func printReport(w io.Writer, rep installer.Report, cmd string, dryRun bool) []e
 			fmt.Fprintf(w, "%s: %s\n", a.Agent, strings.TrimPrefix(a.Skipped, a.Agent+": "))
 			continue
 		}
-		switch {
-		case cmd == "install" && len(a.Files) == 0:
-			fmt.Fprintf(w, "%s: already wired, nothing to change\n", a.Agent)
-		case cmd == "install":
-			fmt.Fprintf(w, "%s: %s\n", a.Agent, would("wired", "would wire"))
-		case a.Tier == 1:
-			fmt.Fprintf(w, "%s: %s\n", a.Agent, would("unwired: removed what install added", "would remove what install added"))
-		case a.Tier == 2:
-			fmt.Fprintf(w, "%s: %s\n", a.Agent, would("no usable install diff: restored the snapshots taken at install", "no usable install diff: would restore the snapshots taken at install"))
-		case a.Tier == 3:
-			fmt.Fprintf(w, "%s: %s\n", a.Agent, would("no install record: removed the smarter-compact wiring found in the files", "no install record: would remove the smarter-compact wiring found in the files"))
-		default:
-			fmt.Fprintf(w, "%s: nothing to undo\n", a.Agent)
-		}
+		fmt.Fprintf(w, "%s: %s\n", a.Agent, reportHeadline(a, cmd, would))
 		for _, file := range a.Files {
-			switch {
-			case cmd == "install":
-				fmt.Fprintf(w, "  %s %s\n", would("wrote", "would write"), file)
-			case dryRun:
-				fmt.Fprintf(w, "  would put back %s\n", file)
-			case exists(file) && a.Tier == 3:
-				fmt.Fprintf(w, "  edited %s\n", file)
-			case exists(file):
-				fmt.Fprintf(w, "  restored %s\n", file)
-			default:
-				fmt.Fprintf(w, "  removed %s (install had created it)\n", file)
-			}
+			fmt.Fprintf(w, "  %s\n", reportFileLine(a, file, cmd, dryRun, would))
 		}
 		for _, n := range a.Notes {
 			fmt.Fprintf(w, "  note: %s\n", n)
@@ -284,6 +260,40 @@ func printReport(w io.Writer, rep installer.Report, cmd string, dryRun bool) []e
 		}
 	}
 	return failed
+}
+
+// reportHeadline is what happened to a wired or unwired agent, the line after its name.
+func reportHeadline(a installer.AgentReport, cmd string, would func(done, planned string) string) string {
+	switch {
+	case cmd == "install" && len(a.Files) == 0:
+		return "already wired, nothing to change"
+	case cmd == "install":
+		return would("wired", "would wire")
+	case a.Tier == 1:
+		return would("unwired: removed what install added", "would remove what install added")
+	case a.Tier == 2:
+		return would("no usable install diff: restored the snapshots taken at install", "no usable install diff: would restore the snapshots taken at install")
+	case a.Tier == 3:
+		return would("no install record: removed the smarter-compact wiring found in the files", "no install record: would remove the smarter-compact wiring found in the files")
+	default:
+		return "nothing to undo"
+	}
+}
+
+// reportFileLine is what happened to one of the agent's files.
+func reportFileLine(a installer.AgentReport, file, cmd string, dryRun bool, would func(done, planned string) string) string {
+	switch {
+	case cmd == "install":
+		return would("wrote", "would write") + " " + file
+	case dryRun:
+		return "would put back " + file
+	case exists(file) && a.Tier == 3:
+		return "edited " + file
+	case exists(file):
+		return "restored " + file
+	default:
+		return "removed " + file + " (install had created it)"
+	}
 }
 
 // wired reports whether an install report has an agent that is wired now.
@@ -327,18 +337,8 @@ func chainUpstreams(w io.Writer, rep installer.Report, cfgPath string, port int,
 		for _, fam := range slices.Sorted(maps.Keys(a.Upstreams)) {
 			u := strings.TrimRight(a.Upstreams[fam], "/")
 			k := agentUpstreamKey(a.Agent, fam)
-			switch {
-			case !slices.Contains(upstreamFamilies, fam):
-				fmt.Fprintf(w, "%s: its previous %s base URL %s has no [upstream] key: requests go to the default\n", a.Agent, fam, u)
-				continue
-			case !upstreamURL(u):
-				fmt.Fprintf(w, "%s: its previous base URL %q is not an http(s) URL without query: not chained\n", a.Agent, u)
-				continue
-			case loopsBack(u, port):
-				fmt.Fprintf(w, "%s: its previous base URL %s is this proxy: not chained\n", a.Agent, u)
-				continue
-			case !slices.Contains(configuredAgents, a.Agent):
-				fmt.Fprintf(w, "%s: has no [upstream.agents] table: its previous base URL %s is not chained\n", a.Agent, u)
+			if why := notChained(a.Agent, fam, u, port); why != "" {
+				fmt.Fprintln(w, why)
 				continue
 			}
 			if p := current[fam]; p != nil {
@@ -388,14 +388,7 @@ func chainUpstreams(w io.Writer, rep installer.Report, cfgPath string, port int,
 		err = writeConfigFile(cfgPath, text)
 	}
 	if err != nil {
-		var add strings.Builder
-		for _, agent := range slices.Sorted(maps.Keys(keys)) {
-			fmt.Fprintf(&add, "\n  [upstream.agents.%s]", agent)
-			for _, k := range keys[agent] {
-				fmt.Fprintf(&add, "\n  %s = %s", k.name, k.value)
-			}
-		}
-		return fmt.Errorf("config %s: %v\nthe agents are wired, but requests go to the default upstreams until you add:%s", cfgPath, err, add.String())
+		return fmt.Errorf("config %s: %v\nthe agents are wired, but requests go to the default upstreams until you add:%s", cfgPath, err, keysText(keys))
 	}
 	fmt.Fprintf(w, "wrote those keys to %s (restart the service to use them)\n", cfgPath)
 	if recordPath != "" {
@@ -404,6 +397,34 @@ func chainUpstreams(w io.Writer, rep installer.Report, cfgPath string, port int,
 		}
 	}
 	return nil
+}
+
+// notChained is why agent's previous base URL u for family fam is not chained, one line
+// for the report; "" when it may be.
+func notChained(agent, fam, u string, port int) string {
+	switch {
+	case !slices.Contains(upstreamFamilies, fam):
+		return fmt.Sprintf("%s: its previous %s base URL %s has no [upstream] key: requests go to the default", agent, fam, u)
+	case !upstreamURL(u):
+		return fmt.Sprintf("%s: its previous base URL %q is not an http(s) URL without query: not chained", agent, u)
+	case loopsBack(u, port):
+		return fmt.Sprintf("%s: its previous base URL %s is this proxy: not chained", agent, u)
+	case !slices.Contains(configuredAgents, agent):
+		return fmt.Sprintf("%s: has no [upstream.agents] table: its previous base URL %s is not chained", agent, u)
+	}
+	return ""
+}
+
+// keysText is keys as the tables to add by hand, each line indented: "\n  [upstream.agents.codex]\n  openai = …".
+func keysText(keys map[string][]configKey) string {
+	var add strings.Builder
+	for _, agent := range slices.Sorted(maps.Keys(keys)) {
+		fmt.Fprintf(&add, "\n  [upstream.agents.%s]", agent)
+		for _, k := range keys[agent] {
+			fmt.Fprintf(&add, "\n  %s = %s", k.name, k.value)
+		}
+	}
+	return add.String()
 }
 
 // upstreamRecord is what install wrote into one config.toml's [upstream.agents.<agent>]

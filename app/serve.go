@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/app/tray"
 	"github.com/smarter-compact/smarter-compact/mcp"
 	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/store"
@@ -50,11 +51,11 @@ func serve(ctx context.Context, args []string, sys system) error {
 	if err != nil {
 		return err
 	}
-	tray := "off (--no-tray)"
+	trayStatus := "off (--no-tray)"
 	if !*noTray {
-		tray = "starting"
+		trayStatus = "starting"
 	}
-	opts := stateOptions{Path: path, Explicit: explicit, Tray: tray, Sys: sys}
+	opts := stateOptions{Path: path, Explicit: explicit, Tray: trayStatus, Sys: sys}
 	if portSet {
 		opts.Port = *portFlag
 	}
@@ -158,11 +159,12 @@ func serve(ctx context.Context, args []string, sys system) error {
 	go func() { errc <- srv.Serve(ln) }()
 	if !*noTray {
 		// Serving first, the tray in the background: finding the session bus can take up to
-		// trayDialTimeout (a bus that accepts and never answers), and requests must not wait
+		// tray.DialTimeout (a bus that accepts and never answers), and requests must not wait
 		// for it. The tray stops before the store closes (defers run last-in first-out).
 		stops := make(chan func(), 1)
 		go func() {
-			stops <- startTray(bg, trayOptions{State: st, Root: root, DashboardURL: base + "/", Log: log, Quit: quit, Sys: sys, ConfigFlag: *configFlag})
+			app := &trayApp{state: st, dashboard: base + "/", quit: quit, log: log, sys: sys, configFlag: *configFlag}
+			stops <- tray.Start(bg, app, tray.Options{Agents: configuredAgents, Root: root, Log: log, Getenv: sys.getenv})
 		}()
 		defer func() { (<-stops)() }()
 	}

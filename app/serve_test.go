@@ -1,24 +1,25 @@
 package app
 
 import (
-	"fmt"
-	"os/exec"
-	"os/signal"
-	"runtime"
-	"syscall"
-
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/smarter-compact/smarter-compact/app/tray"
 )
 
 // TestServe runs the serve command in process, on a real loopback port, over a real context
@@ -202,7 +203,7 @@ func do(t *testing.T, req *http.Request) (int, string) {
 
 // TestServeHungSessionBus: a D-Bus session bus that accepts connections and never answers
 // must not hold up serving: the tray looks for its host in the background (up to
-// trayDialTimeout) while requests are answered. serve runs in a child process, since the
+// tray.DialTimeout) while requests are answered. serve runs in a child process, since the
 // tray library runs once per process.
 func TestServeHungSessionBus(t *testing.T) {
 	if os.Getenv("SMARTER_COMPACT_TEST_CHILD") == "serve" {
@@ -279,8 +280,8 @@ func TestServeHungSessionBus(t *testing.T) {
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	c := &http.Client{Timeout: 500 * time.Millisecond}
 	for {
-		if time.Since(start) > trayDialTimeout-time.Second {
-			t.Fatalf("serve did not answer /healthz within %s while the session bus hangs (the tray's dial is %s):\n%s", time.Since(start).Round(time.Millisecond), trayDialTimeout, out.String())
+		if time.Since(start) > tray.DialTimeout-time.Second {
+			t.Fatalf("serve did not answer /healthz within %s while the session bus hangs (the tray's dial is %s):\n%s", time.Since(start).Round(time.Millisecond), tray.DialTimeout, out.String())
 		}
 		select {
 		case err := <-exited:

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/smarter-compact/smarter-compact/installer"
 )
 
 // tokenBytes is the API token's length in random bytes (64 hex characters).
@@ -53,14 +55,8 @@ func ensureToken(configDir string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", fmt.Errorf("create the API token's folder: %w", err)
 	}
-	// writeConfigFile: temp file and rename in the same folder, 0600 for a new file; an
-	// existing file's mode is kept, so a bad one is removed first.
-	if errors.Is(err, errBadToken) {
-		if err := os.Remove(path); err != nil {
-			return "", fmt.Errorf("replace the API token %s: %w", path, err)
-		}
-	}
-	if err := writeConfigFile(path, []byte(tok+"\n")); err != nil {
+	// One atomic write, 0600 whatever mode a bad file had: no moment without a file.
+	if err := installer.WriteFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write the API token %s: %w", path, err)
 	}
 	return tok, nil

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -32,7 +31,7 @@ type profiledServe struct {
 }
 
 func (p *profiledServe) toggle() error {
-	if err := p.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+	if err := signalProfileToggle(p.cmd.Process); err != nil {
 		return err
 	}
 	if !p.on {
@@ -149,7 +148,7 @@ func profileServe(ctx context.Context, r *rig, tmp string, cfg serveConfig, pl o
 		wg.Wait()
 		go func() {
 			time.Sleep(300 * time.Millisecond)
-			p.cmd.Process.Signal(syscall.SIGUSR1)
+			signalHeapDump(p.cmd.Process)
 		}()
 		for s := range convos {
 			wg.Go(func() {

@@ -40,7 +40,7 @@ type serveConfig struct {
 
 func (c serveConfig) toml() string {
 	var b strings.Builder
-	b.WriteString("# written by app/bench\n[context_proxy]\n")
+	b.WriteString("# written by cmd/bench\n[context_proxy]\n")
 	if c.TrimAt > 0 {
 		fmt.Fprintf(&b, "trim_at_tokens = %d\n", c.TrimAt)
 	}

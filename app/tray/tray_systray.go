@@ -1,6 +1,6 @@
 //go:build linux || windows
 
-package app
+package tray
 
 // The tray through fyne.io/systray (Linux: a StatusNotifierItem with a com.canonical.dbusmenu
 // menu over the D-Bus session bus; Windows: a notification-area icon). The library holds
@@ -21,26 +21,51 @@ import (
 	"github.com/smarter-compact/smarter-compact/assets"
 )
 
-// trayStarted: fyne.io/systray cannot run twice in one process (its quit channel closes
-// once), so a second startTray (in-process tests) runs headless.
-var trayStarted atomic.Bool
+// started: fyne.io/systray cannot run twice in one process (its quit channel closes
+// once), so a second Start (in-process tests) runs headless.
+var started atomic.Bool
 
-// startTray shows the tray icon and menu until ctx ends or stop is called, and returns at
-// once. Without a tray host (no D-Bus session bus on Linux) it logs that once, reports
-// "headless: <why>" through State.SetTray and never starts the library. stop quits the
-// library only when it was started, waits for it (at most trayStopWait) and may be called
-// more than once.
-func startTray(ctx context.Context, o trayOptions) (stop func()) {
-	if !trayStarted.CompareAndSwap(false, true) {
-		return trayHeadless(o, "the tray already ran in this process")
+// Start shows the tray icon and menu until ctx ends or stop is called, and returns at
+// once: the library runs on a goroutine of its own, locked to its OS thread. Without a
+// tray host (no D-Bus session bus on Linux) it logs that once, reports "headless: <why>"
+// through App.SetTray and never starts the library. stop quits the library only when it
+// was started, waits for it (at most stopWait) and may be called more than once.
+func Start(ctx context.Context, app App, o Options) (stop func()) {
+	return start(ctx, app, o, func(loop func()) {
+		go func() {
+			// Windows: the tray window and its message loop must stay on one OS thread.
+			runtime.LockOSThread()
+			loop()
+		}()
+	})
+}
+
+// Run is Start on the calling goroutine, for a caller that gives the tray library its
+// thread (the macOS main thread wants this): it blocks until ctx ends and the tray has
+// stopped. Headless, it only waits for ctx.
+func Run(ctx context.Context, app App, o Options) {
+	var loop func()
+	stop := start(ctx, app, o, func(l func()) { loop = l })
+	if loop != nil {
+		loop() // returns once the library quit: ctx ended (start's watcher quits it)
 	}
-	getenv := o.Sys.getenv
+	<-ctx.Done()
+	stop()
+}
+
+// start checks for a tray host and hands spawn the library's loop, which spawn runs on the
+// thread it chooses; see Start for the rest.
+func start(ctx context.Context, app App, o Options, spawn func(loop func())) (stop func()) {
+	if !started.CompareAndSwap(false, true) {
+		return headless(app, o, "the tray already ran in this process")
+	}
+	getenv := o.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	ok, why, note := trayHost(getenv)
+	ok, why, note := host(getenv)
 	if !ok {
-		return trayHeadless(o, why)
+		return headless(app, o, why)
 	}
 	if ctx.Err() != nil {
 		return func() {} // the service stopped while the bus was tested (serve starts the tray in the background)
@@ -49,43 +74,41 @@ func startTray(ctx context.Context, o trayOptions) (stop func()) {
 		o.Log.Info("tray: " + note)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	t := &tray{o: o, clicks: make(chan trayItem, 16)}
+	t := &tray{app: app, o: o, clicks: make(chan menuItem, 16)}
 	ready := make(chan struct{})
 	exited := make(chan struct{})
-	go func() {
-		// Windows: the tray window and its message loop must stay on one OS thread.
-		runtime.LockOSThread()
+	spawn(func() {
 		defer close(exited)
 		defer func() {
-			// Should the bus go away between trayHost's dial and Run, the library panics
+			// Should the bus go away between host's dial and Run, the library panics
 			// on Quit (after its onExit ran): keep serving.
 			if p := recover(); p != nil {
 				o.Log.Error("tray: the tray library failed", "panic", p)
 			}
 		}()
-		systray.SetTitle(trayTitle)
-		// The icon of the state at start, before the library exports it (trayBeforeRun).
+		systray.SetTitle(title)
+		// The icon of the state at start, before the library exports it (beforeRun).
 		if o.Root != nil {
 			t.stats.read(ctx, o.Root, time.Now(), o.Log)
 		}
-		v := makeTrayView(o.State.State(), t.stats, time.Now())
-		if trayBeforeRun(trayIconBytes(assets.Tray(v.Icon)), v.Tooltip) {
+		v := makeView(app.State(), t.stats, time.Now())
+		if beforeRun(iconBytes(assets.Tray(v.Icon)), v.Tooltip) {
 			t.icon, t.iconSet, t.shown.Tooltip = v.Icon, true, v.Tooltip
 		}
 		systray.Run(func() {
 			t.build()
 			t.wg.Go(func() { t.run(ctx) }) // before ready: quit waits for it after ready
-			o.State.SetTray("running")
+			app.SetTray("running")
 			close(ready)
 		}, nil)
-	}()
+	})
 	var once sync.Once
 	quit := func() {
 		once.Do(func() {
 			select {
 			case <-ready:
 			case <-exited:
-			case <-time.After(trayStopWait):
+			case <-time.After(stopWait):
 				// Never ready: quit anyway.
 			}
 			cancel()
@@ -105,36 +128,37 @@ func startTray(ctx context.Context, o trayOptions) (stop func()) {
 		quit()
 		select {
 		case <-exited:
-		case <-time.After(trayStopWait):
-			o.Log.Warn("tray: the tray did not stop in time", "waited", trayStopWait)
+		case <-time.After(stopWait):
+			o.Log.Warn("tray: the tray did not stop in time", "waited", stopWait)
 		}
 	}
 }
 
-// trayItem names a menu item in the click queue.
-type trayItem struct {
+// menuItem names a menu item in the click queue.
+type menuItem struct {
 	agent string // an agent's checkbox
-	other string // one of the trayLabel* of the other items
+	other string // one of the label* of the other items
 }
 
 // tray is the running menu. Only the worker (run) touches the items after build.
 type tray struct {
-	o      trayOptions
-	clicks chan trayItem
+	app    App
+	o      Options
+	clicks chan menuItem
 	wg     sync.WaitGroup
 
 	status, pause, dashboard, login, quit *systray.MenuItem
 	agents                                map[string]*systray.MenuItem
 
 	// Owned by the worker.
-	shown     trayView
-	stats     trayStats
-	loginView trayLogin
+	shown     view
+	stats     storeStats
+	loginView Login
 	loginAt   time.Time
-	lastLogin trayCheck
+	lastLogin check
 	icon      assets.TrayState
 	iconSet   bool
-	settled   bool // the first trayRefresh tick set the icon and tooltip again
+	settled   bool // the first refreshEvery tick set the icon and tooltip again
 }
 
 // build creates the items (in the order of the menu in tray.go) and one receiving
@@ -144,28 +168,28 @@ func (t *tray) build() {
 	t.status.Disable()
 	systray.AddSeparator()
 	t.agents = map[string]*systray.MenuItem{}
-	for _, agent := range configuredAgents {
-		it := systray.AddMenuItemCheckbox(trayAgentLabels[agent], "", false)
+	for _, agent := range t.o.Agents {
+		it := systray.AddMenuItemCheckbox(agentLabels[agent], "", false)
 		t.agents[agent] = it
-		t.listen(it, trayItem{agent: agent})
+		t.listen(it, menuItem{agent: agent})
 	}
-	t.pause = systray.AddMenuItemCheckbox(trayLabelPause, "Pause trimming for every agent", false)
-	t.listen(t.pause, trayItem{other: trayLabelPause})
+	t.pause = systray.AddMenuItemCheckbox(labelPause, "Pause trimming for every agent", false)
+	t.listen(t.pause, menuItem{other: labelPause})
 	systray.AddSeparator()
-	t.dashboard = systray.AddMenuItem(trayLabelDashboard, t.o.DashboardURL)
-	t.listen(t.dashboard, trayItem{other: trayLabelDashboard})
-	t.login = systray.AddMenuItemCheckbox(trayLabelLogin, "Start smarter-compact when you log in", false)
+	t.dashboard = systray.AddMenuItem(labelDashboard, t.app.DashboardURL())
+	t.listen(t.dashboard, menuItem{other: labelDashboard})
+	t.login = systray.AddMenuItemCheckbox(labelLogin, "Start smarter-compact when you log in", false)
 	t.login.Disable() // until the login service answered
-	t.listen(t.login, trayItem{other: trayLabelLogin})
+	t.listen(t.login, menuItem{other: labelLogin})
 	systray.AddSeparator()
-	t.quit = systray.AddMenuItem(trayLabelQuit, "Stop smarter-compact")
-	t.listen(t.quit, trayItem{other: trayLabelQuit})
+	t.quit = systray.AddMenuItem(labelQuit, "Stop smarter-compact")
+	t.listen(t.quit, menuItem{other: labelQuit})
 }
 
 // listen receives its clicks for as long as the process runs (the library never closes
 // ClickedCh) and queues them for the worker; a full queue (16 clicks the worker has not
 // taken) drops the click.
-func (t *tray) listen(it *systray.MenuItem, id trayItem) {
+func (t *tray) listen(it *systray.MenuItem, id menuItem) {
 	go func() {
 		for range it.ClickedCh {
 			select {
@@ -178,13 +202,13 @@ func (t *tray) listen(it *systray.MenuItem, id trayItem) {
 }
 
 // run is the worker: it applies clicks, and redraws on every state change and every
-// trayRefresh, until ctx ends.
+// refreshEvery, until ctx ends.
 func (t *tray) run(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	changed := t.o.State.Changed(ctx)
-	tick := time.NewTicker(trayRefresh)
+	changed := t.app.Changed(ctx)
+	tick := time.NewTicker(refreshEvery)
 	defer tick.Stop()
 	t.refresh(ctx, true)
 	for {
@@ -193,7 +217,7 @@ func (t *tray) run(ctx context.Context) {
 			return
 		case c := <-t.clicks:
 			t.click(ctx, c)
-			t.refresh(ctx, c.other == trayLabelLogin)
+			t.refresh(ctx, c.other == labelLogin)
 		case _, ok := <-changed:
 			if !ok {
 				changed = nil
@@ -207,33 +231,31 @@ func (t *tray) run(ctx context.Context) {
 				// draw: set both again once.
 				t.iconSet, t.shown.Tooltip, t.settled = false, "", true
 			}
-			t.refresh(ctx, time.Since(t.loginAt) >= trayLoginRefresh)
+			t.refresh(ctx, time.Since(t.loginAt) >= loginRefresh)
 		}
 	}
 }
 
-func (t *tray) click(ctx context.Context, c trayItem) {
+func (t *tray) click(ctx context.Context, c menuItem) {
 	log := t.o.Log
 	switch {
 	case c.agent != "":
-		if err := trayClickAgent(t.o.State, c.agent); err != nil {
+		if err := clickAgent(t.app, c.agent); err != nil {
 			log.Warn("tray: agent not switched", "agent", c.agent, "err", err)
 		}
-	case c.other == trayLabelPause:
-		if err := t.o.State.SetPaused(!t.o.State.State().Paused); err != nil {
+	case c.other == labelPause:
+		if err := t.app.SetPaused(!t.app.State().Paused); err != nil {
 			log.Warn("tray: pause not switched", "err", err)
 		}
-	case c.other == trayLabelDashboard:
-		openDashboard(t.o.DashboardURL, log)
-	case c.other == trayLabelLogin:
+	case c.other == labelDashboard:
+		openDashboard(t.app.DashboardURL(), log)
+	case c.other == labelLogin:
 		if t.loginView.Unsupported == "" {
-			t.o.toggleLogin(ctx, !t.loginView.Enabled)
+			t.app.SetLogin(ctx, !t.loginView.Enabled)
 		}
-	case c.other == trayLabelQuit:
+	case c.other == labelQuit:
 		log.Info("tray: quit")
-		if t.o.Quit != nil {
-			t.o.Quit()
-		}
+		t.app.Quit()
 	}
 }
 
@@ -243,14 +265,14 @@ func (t *tray) refresh(ctx context.Context, login bool) {
 		t.stats.read(ctx, t.o.Root, time.Now(), t.o.Log)
 	}
 	if login {
-		t.loginView, t.loginAt = t.o.loginStatus(ctx), time.Now()
+		t.loginView, t.loginAt = t.app.LoginStatus(ctx), time.Now()
 	}
 	t.redraw()
 }
 
 // redraw copies the view of the current state onto the items that changed.
 func (t *tray) redraw() {
-	v := makeTrayView(t.o.State.State(), t.stats, time.Now())
+	v := makeView(t.app.State(), t.stats, time.Now())
 	old := t.shown
 	if v.Status != old.Status {
 		t.status.SetTitle(v.Status)
@@ -261,10 +283,10 @@ func (t *tray) redraw() {
 		}
 	}
 	setCheck(t.pause, v.Pause, old.Pause, old.Agents == nil)
-	lc := trayCheck{Checked: t.loginView.Enabled, Disabled: t.loginView.Unsupported != "", Tip: t.loginView.Unsupported}
+	lc := check{Checked: t.loginView.Enabled, Disabled: t.loginView.Unsupported != "", Tip: t.loginView.Unsupported}
 	setCheck(t.login, lc, t.lastLogin, old.Agents == nil)
 	if !t.iconSet || v.Icon != t.icon {
-		systray.SetIcon(trayIconBytes(assets.Tray(v.Icon)))
+		systray.SetIcon(iconBytes(assets.Tray(v.Icon)))
 		t.icon, t.iconSet = v.Icon, true
 	}
 	if v.Tooltip != old.Tooltip {
@@ -275,7 +297,7 @@ func (t *tray) redraw() {
 
 // setCheck updates it to c where c differs from was (everything when all): every
 // library call emits a D-Bus signal.
-func setCheck(it *systray.MenuItem, c, was trayCheck, all bool) {
+func setCheck(it *systray.MenuItem, c, was check, all bool) {
 	if all || c.Checked != was.Checked {
 		if c.Checked {
 			it.Check()

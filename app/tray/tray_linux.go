@@ -1,6 +1,6 @@
 //go:build linux
 
-package app
+package tray
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"time"
 
 	"fyne.io/systray"
 	"github.com/godbus/dbus/v5"
@@ -16,21 +15,18 @@ import (
 	"github.com/smarter-compact/smarter-compact/assets"
 )
 
-// trayDialTimeout bounds the test dial of the session bus.
-const trayDialTimeout = 5 * time.Second
+// watcherName is the D-Bus name of the tray host's registry (StatusNotifierItem spec).
+const watcherName = "org.kde.StatusNotifierWatcher"
 
-// trayWatcher is the D-Bus name of the tray host's registry (StatusNotifierItem spec).
-const trayWatcher = "org.kde.StatusNotifierWatcher"
-
-// trayHost decides, before fyne.io/systray starts, whether there is a D-Bus session bus
+// host decides, before fyne.io/systray starts, whether there is a D-Bus session bus
 // to show the tray on: DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus, and a test
 // dial that authenticates and says Hello. Without one the library would log a dial error,
 // panic on Quit, or (with dbus-x11 installed) autolaunch a bus daemon that outlives us
 // (research/go-spikes.md §3). getenv is serve's environment; the library reads the
-// process's own, so trayHost sets DBUS_SESSION_BUS_ADDRESS there to the bus it tested.
+// process's own, so host sets DBUS_SESSION_BUS_ADDRESS there to the bus it tested.
 // note says when no tray host (org.kde.StatusNotifierWatcher) runs yet: the item
 // registers when one appears.
-func trayHost(getenv func(string) string) (ok bool, why, note string) {
+func host(getenv func(string) string) (ok bool, why, note string) {
 	addr := getenv("DBUS_SESSION_BUS_ADDRESS")
 	if addr == "autolaunch:" {
 		addr = ""
@@ -54,15 +50,15 @@ func trayHost(getenv func(string) string) (ok bool, why, note string) {
 		return false, fmt.Sprintf("cannot pass the session bus address to the tray library: %v", err), ""
 	}
 	if !hasHost {
-		note = "no tray host is running yet (nothing owns " + trayWatcher + " on the session bus): the icon appears when one starts"
+		note = "no tray host is running yet (nothing owns " + watcherName + " on the session bus): the icon appears when one starts"
 	}
 	return true, "", note
 }
 
 // dialBus connects to addr, authenticates, says Hello and asks whether a tray host owns
-// trayWatcher, all within trayDialTimeout.
+// watcherName, all within DialTimeout.
 func dialBus(addr string) (hasHost bool, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), trayDialTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), DialTimeout)
 	defer cancel()
 	type result struct {
 		has bool
@@ -77,25 +73,25 @@ func dialBus(addr string) (hasHost bool, err error) {
 		}
 		defer conn.Close()
 		var has bool
-		err = conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, trayWatcher).Store(&has)
+		err = conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, watcherName).Store(&has)
 		done <- result{has: has, err: err}
 	}()
 	select {
 	case r := <-done:
 		return r.has, r.err
 	case <-ctx.Done():
-		return false, fmt.Errorf("no answer within %s", trayDialTimeout)
+		return false, fmt.Errorf("no answer within %s", DialTimeout)
 	}
 }
 
-// trayBeforeRun sets the icon and tooltip before systray.Run: the library then exports the
+// beforeRun sets the icon and tooltip before systray.Run: the library then exports the
 // item's properties with them, instead of with an empty pixmap that a later SetIcon may
 // miss (it drops one made while it exports). It reports that it set them.
-func trayBeforeRun(icon []byte, tooltip string) bool {
+func beforeRun(icon []byte, tooltip string) bool {
 	systray.SetIcon(icon)
 	systray.SetTooltip(tooltip)
 	return true
 }
 
-// trayIconBytes is the icon encoding systray.SetIcon takes here: PNG.
-func trayIconBytes(ic assets.TrayIcon) []byte { return ic.PNG }
+// iconBytes is the icon encoding systray.SetIcon takes here: PNG.
+func iconBytes(ic assets.TrayIcon) []byte { return ic.PNG }

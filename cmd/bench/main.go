@@ -5,7 +5,7 @@
 //
 // Run it with `make bench`, or
 //
-//	go run -tags sqlite_fts5 ./app/bench -bin bin/smarter-compact -out docs
+//	go run -tags sqlite_fts5 ./cmd/bench -bin bin/smarter-compact -out docs
 //
 // -quick runs every part at tiny sizes (the unit test does). Everything runs on loopback with
 // its own temp config, state and HOME; nothing of the user's is read or written. The

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/store"
-	"github.com/smarter-compact/smarter-compact/web/ui"
 )
 
 // The store at scale, through the store package directly (no proxy, no HTTP): many sessions
@@ -172,10 +171,10 @@ func runScale(ctx context.Context, pl scalePlan, tmp string, logf func(string, .
 	}
 	var jobs []job
 	for _, s := range pl.Sessions {
-		jobs = append(jobs, job{s, pl.RowsPerSession, 20, fmt.Sprintf("%s sessions × %d rows", ui.Commas(int64(s)), pl.RowsPerSession)})
+		jobs = append(jobs, job{s, pl.RowsPerSession, 20, fmt.Sprintf("%s sessions × %d rows", commas(int64(s)), pl.RowsPerSession)})
 	}
 	for _, n := range pl.Rows {
-		jobs = append(jobs, job{1, n, 500, fmt.Sprintf("1 session × %s rows", ui.Commas(int64(n)))})
+		jobs = append(jobs, job{1, n, 500, fmt.Sprintf("1 session × %s rows", commas(int64(n)))})
 	}
 	for _, j := range jobs {
 		if ctx.Err() != nil {

@@ -156,10 +156,10 @@ func runRole(role string, args []string) error {
 			}
 		}
 		sigs := make(chan os.Signal, 4)
-		signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+		notifyProfileSignals(sigs)
 		go func() {
 			for s := range sigs {
-				if s == syscall.SIGUSR2 {
+				if isProfileToggle(s) {
 					toggle(false)
 					continue
 				}

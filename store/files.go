@@ -144,28 +144,11 @@ func writeFileAtomic(path string, data []byte) (err error) {
 		_ = f.Close()
 		return err
 	}
-	if err = f.Sync(); err != nil { // the data is on disk before the name points at it
-		_ = f.Close()
-		return err
-	}
 	if err = f.Close(); err != nil {
 		return err
 	}
 	if err = os.Chmod(tmp, fileMode); err != nil {
 		return err
 	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	syncDir(filepath.Dir(path))
-	return nil
-}
-
-// syncDir makes a rename in dir durable. It is best effort: the rename already happened, and
-// some systems (Windows) cannot sync a folder.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
+	return os.Rename(tmp, path)
 }

@@ -50,7 +50,7 @@ race:
 ## e2e: the end-to-end and slow tests (build tag e2e), which `make test` leaves out: in app/e2e
 ## the real agent CLIs (Claude Code, Codex, OpenCode) through the real `serve` against a
 ## scripted strict fake model (tests named TestE2E…), the built binary's stdio MCP server, and
-## the one-minute soak of serve under eight writers and eight MCP readers; in app/bench the
+## the one-minute soak of serve under eight writers and eight MCP readers; in cmd/bench the
 ## benchmark's -quick run. Each CLI comes from SMARTER_COMPACT_E2E_CLAUDE,
 ## SMARTER_COMPACT_E2E_CODEX or SMARTER_COMPACT_E2E_OPENCODE, else `claude`, `codex` or
 ## `opencode` on PATH; without it its test skips and says why (SMARTER_COMPACT_E2E_REQUIRE=1
@@ -60,7 +60,7 @@ race:
 ## dbus-daemon.
 ## go test's default limit of 10 minutes per package could cut app/e2e short now that it also
 ## holds the one-minute soak; CI allows 90 minutes for everything.
-E2E_PKGS := ./app/e2e/ ./app/bench/
+E2E_PKGS := ./app/e2e/ ./cmd/bench/
 e2e:
 	$(GO) vet -tags '$(TAGS) e2e' $(E2E_PKGS)
 	$(GO) test -tags '$(TAGS) e2e' $(E2E_PKGS) -count=1 -timeout 30m -v

@@ -128,7 +128,12 @@ func (r *Root) SaveTrimState(sid string, b []byte) error {
 }
 
 // writeFileAtomic writes data to a dot-named temp file next to path (the retention sweep
-// leaves dot files alone), sets mode 600 and renames it over path.
+// leaves dot files alone), sets mode 600 and renames it over path. A reader sees the old
+// file or the new one, never a part. It does not fsync: the trim state and blobs are written
+// on the request path, where a flush costs 1-9 ms (measured: a new cut went from about 8 to
+// about 35 ms), and each is rebuilt after a power cut (the next request cuts again; a lost
+// blob's full text is still in its row). installer.WriteFileAtomic, for files a user keeps,
+// does fsync.
 func writeFileAtomic(path string, data []byte) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {

@@ -718,7 +718,7 @@ func TestMergeOps(t *testing.T) {
 		{Format: "toml", Path: "model_provider", Old: json.RawMessage(`"openai"`), New: json.RawMessage(`"sc2"`)},
 		{Format: "json", Path: "/new", New: json.RawMessage(`1`)},
 	}
-	if fmt.Sprintf("%s", opsText(got)) != fmt.Sprintf("%s", opsText(want)) {
+	if opsText(got) != opsText(want) {
 		t.Errorf("merged\n%s\nwant\n%s", opsText(got), opsText(want))
 	}
 	if len(keptOps([]Op{{Format: "json", Path: "/x", Old: json.RawMessage(`1`), New: json.RawMessage(`1.0`)}})) != 0 {

@@ -140,8 +140,6 @@ const (
 	healthTimeout      = 1500 * time.Millisecond
 	// WindowsRunKey is the registry key under HKEY_CURRENT_USER that holds the logon start.
 	WindowsRunKey = `Software\Microsoft\Windows\CurrentVersion\Run`
-	// windowsStartupApprovedKey holds Task Manager's Startup-tab switch per Run value.
-	windowsStartupApprovedKey = `Software\Microsoft\Windows\CurrentVersion\Explorer\StartupApproved\Run`
 )
 
 var serviceNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)

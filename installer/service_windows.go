@@ -33,6 +33,10 @@ import (
 	"golang.org/x/sys/windows/registry"
 )
 
+// windowsStartupApprovedKey holds Task Manager's Startup-tab switch per Run value (under
+// HKEY_CURRENT_USER).
+const windowsStartupApprovedKey = `Software\Microsoft\Windows\CurrentVersion\Explorer\StartupApproved\Run`
+
 func stopEventName(name string, port int) string {
 	return `Local\` + name + "-stop-" + strconv.Itoa(port)
 }

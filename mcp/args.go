@@ -40,8 +40,6 @@ func newArgs(tool string, m map[string]any, allowed ...string) (args, error) {
 	return args{tool: tool, m: m}, nil
 }
 
-func (a args) present(name string) bool { return a.m[name] != nil }
-
 // str returns a string argument; ok is false when it is absent.
 func (a args) str(name string) (s string, ok bool, err error) {
 	v := a.m[name]

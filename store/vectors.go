@@ -34,18 +34,6 @@ func encodeVector(v []float32) []byte {
 	return b
 }
 
-// decodeVector reads a vectors.blob; nil when its length is not 4 × dim.
-func decodeVector(b []byte, dim int) []float32 {
-	if dim <= 0 || len(b) != 4*dim {
-		return nil
-	}
-	v := make([]float32, dim)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
-}
-
 // PutVectors stores one vector per seq for model in one BEGIN IMMEDIATE transaction on the
 // session's writer connection, so it queues behind the proxy's writes instead of racing them
 // (contract: Vectors). An empty vector stores dim = 0 with an empty blob: the row was given up

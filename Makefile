@@ -15,7 +15,17 @@ export CGO_ENABLED := 1
 hygiene:
 	@bash .ci/tracked-files
 
-.PHONY: hygiene build run test fmt-check templ-check vet race e2e clean bench
+## lint: staticcheck (pinned in .ci/tools/go.mod; policy in staticcheck.conf), unit and e2e
+## files alike
+lint:
+	$(GO) tool -modfile=.ci/tools/go.mod staticcheck -tags '$(TAGS) e2e' ./...
+
+## vet-cross: go vet of every package and test file for windows/amd64 (cgo with mingw-w64)
+## and of what builds without cgo for darwin/arm64 (.ci/vet-cross)
+vet-cross:
+	@bash .ci/vet-cross
+
+.PHONY: lint vet-cross hygiene build run test fmt-check templ-check vet race e2e clean bench
 
 ## build: bin/smarter-compact
 build:

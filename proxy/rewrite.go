@@ -2,13 +2,10 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/smarter-compact/smarter-compact/store"
 )
@@ -240,101 +237,6 @@ func resolvePlan(ts *threadState, msgs []*message) cutPlan {
 	return p
 }
 
-// storeRows queues the request's rows with their in_context flags on the session's write
-// queue (contract: Rows), so the request goes upstream without waiting for SQLite. A
-// database error is logged as a fail-open line from the queue; the request has its view.
-//
-// Once stored, a row's text is freed (settleStores, at the session's next request): the
-// thread cache keeps the message for the fast path and the store has the text, so a session
-// costs about its request's size in memory rather than twice that. ok is false when the
-// session database could not be opened; the caller then drops the thread cache.
-func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cutPlan, now time.Time) (ok bool) {
-	sid := sess.sid
-	cutFP := ""
-	if plan.active() {
-		cutFP = msgs[plan.cut].firstFP
-	}
-	n := 0
-	for _, m := range msgs {
-		n += len(m.rows)
-	}
-	rows := make([]store.RowWrite, 0, n)
-	for i, m := range msgs {
-		kept := plan.kept(msgs, i)
-		strip := stripped(msgs, plan, i)
-		for _, r := range m.rows {
-			in := kept && !(strip && r.kind == "thinking")
-			w := store.RowWrite{Fingerprint: r.fp, Thread: thread, Role: r.role, Kind: r.kind,
-				Name: r.name, Text: r.text, BlobID: r.blobID, InContext: in, TextGone: m.textGone}
-			if !in {
-				w.CutFingerprint = cutFP
-			}
-			rows = append(rows, w)
-		}
-	}
-	db, err := p.root.Session(sid)
-	if err != nil {
-		p.storeFault(err)
-		return false
-	}
-	job := &storeJob{msgs: msgs}
-	onStored := p.cfg().OnRowsStored
-	db.SyncRowsLater(rows, now, func(res store.SyncResult, err error) {
-		switch {
-		case errors.Is(err, store.ErrTextGone):
-			p.log.Warn("smarter-compact: the session's database lacks rows it had stored; the next request stores them again", "session", sid)
-		case err != nil:
-			p.storeFault(err)
-		}
-		if res.Inserted > 0 && onStored != nil {
-			onStored(sid)
-		}
-		job.err = err
-		job.done.Store(true)
-	})
-	sess.stores = append(sess.stores, job)
-	return true
-}
-
-// storeJob is a request's rows on the write queue: the messages they came from, and how
-// the write ended (err is written before done, and read only after done reads true).
-type storeJob struct {
-	msgs []*message
-	err  error
-	done atomic.Bool
-}
-
-// settleStores looks at the session's finished row writes, oldest first (s.mu held): a
-// stored request's rows free their text; a failed one drops the thread cache, so the next
-// request parses every message again and stores what is missing, text and all.
-func (p *Proxy) settleStores(s *session) {
-	kept := s.stores[:0]
-	for _, job := range s.stores {
-		if !job.done.Load() {
-			kept = append(kept, job)
-			continue
-		}
-		if job.err != nil {
-			clear(s.threads)
-			continue
-		}
-		for _, m := range job.msgs {
-			if m.textGone {
-				continue
-			}
-			for i := range m.rows {
-				m.rows[i].text = ""
-			}
-			for i := range m.pre { // Chat and Responses rows share these strings
-				m.pre[i].text = ""
-			}
-			m.textGone = true
-		}
-	}
-	clear(s.stores[len(kept):])
-	s.stores = kept
-}
-
 // event queues e on the session's write queue, after the rows queued before it.
 func (p *Proxy) event(sid string, e store.Event) {
 	failed := func(err error) {
@@ -382,102 +284,6 @@ func countMarkers(raw []byte) int {
 			n++
 		}
 	}
-}
-
-// lockedSession returns the session for sid with its lock held, making sure it is still
-// the one in the map (an eviction between lookup and lock would leave two).
-func (p *Proxy) lockedSession(sid string) (*session, error) {
-	for {
-		s, err := p.session(sid)
-		if err != nil {
-			return nil, err
-		}
-		s.mu.Lock()
-		p.mu.Lock()
-		current := p.sessions[sid] == s
-		p.mu.Unlock()
-		if current {
-			return s, nil
-		}
-		s.mu.Unlock()
-	}
-}
-
-// session returns the in-memory session for sid, loading its trim state on first use.
-func (p *Proxy) session(sid string) (*session, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if s := p.sessions[sid]; s != nil {
-		return s, nil
-	}
-	b, err := p.root.LoadTrimState(sid)
-	if err != nil {
-		return nil, err
-	}
-	s := &session{sid: sid, state: decodeTrimState(b), threads: map[string][]*message{}}
-	p.evictLocked()
-	p.sessions[sid] = s
-	return s, nil
-}
-
-// maxSessions bounds the sessions kept in memory; the least recently used one goes first.
-// Its trim state is on disk, so only the fast path's cache is lost.
-const maxSessions = 64
-
-func (p *Proxy) evictLocked() {
-	if len(p.sessions) < maxSessions {
-		return
-	}
-	var oldest string
-	var at time.Time
-	for sid, s := range p.sessions {
-		if s.mu.TryLock() {
-			used := s.used
-			s.mu.Unlock()
-			if oldest == "" || used.Before(at) {
-				oldest, at = sid, used
-			}
-		}
-	}
-	if s := p.sessions[oldest]; s != nil {
-		go p.saveState(s)
-	}
-	delete(p.sessions, oldest)
-}
-
-// peekKnown returns the previous request of a session already in memory, nil when there
-// is none. The known shape is never changed once made, so it may be read after the lock.
-func (p *Proxy) peekKnown(sid string) *known {
-	p.mu.Lock()
-	s := p.sessions[sid]
-	p.mu.Unlock()
-	if s == nil {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.last
-}
-
-// noteSource records where a session's id came from (issue: session ids, which source) in
-// the trim state and logs it once per session and source. It records the route's agent
-// too; "unknown" and "" leave a known agent in place.
-func (p *Proxy) noteSource(s *session, source, agent string) {
-	if agent != "" && agent != "unknown" && s.state.Agent != agent {
-		s.state.Agent = agent
-		s.dirty = true
-	}
-	if source == "" || s.state.Source == source {
-		return
-	}
-	s.state.Source = source
-	s.dirty = true
-	p.log.Info("session", "session", s.sid, "source", source)
-}
-
-func (s *session) stateJSON() []byte {
-	b, _ := json.Marshal(s.state)
-	return b
 }
 
 // storeFault logs a context-store error on the request path: the request goes on with its

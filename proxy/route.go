@@ -5,6 +5,28 @@ import (
 	"strings"
 )
 
+// The path prefixes of the model-API routes (DESIGN.md §5), each ending in "/". The agent
+// prefixes are what the installer points each agent at; the unprefixed ones are compatible
+// with configs written for the seed, and the agent is inferred from the request's headers.
+// A prefix without its trailing slash is a route too (ServeHTTP); a router mounts
+// prefix+"*".
+const (
+	ClaudeCodePrefix = "/claude-code/"
+	CodexPrefix      = "/codex/"
+	// OpenCodePrefix is followed by the provider: /opencode/anthropic/… or /opencode/openai/….
+	OpenCodePrefix = "/opencode/"
+	// V1Prefix carries the unprefixed Anthropic (/v1/messages…) and OpenAI (/v1/…) APIs.
+	V1Prefix = "/v1/"
+	// CodexBackendPrefix is the unprefixed ChatGPT Codex backend.
+	CodexBackendPrefix = "/backend-api/codex/"
+)
+
+// RoutePrefixes returns the prefixes of every model-API route ServeHTTP answers, for the
+// listener's route table.
+func RoutePrefixes() []string {
+	return []string{ClaudeCodePrefix, CodexPrefix, OpenCodePrefix, V1Prefix, CodexBackendPrefix}
+}
+
 // route is where a request goes: the agent it belongs to, the API family that picks the
 // upstream, and the path to append to the upstream base URL.
 type route struct {
@@ -18,19 +40,20 @@ type route struct {
 // routeFor maps a request path to its route (DESIGN.md §5).
 func routeFor(r *http.Request) (route, bool) {
 	path := r.URL.Path
+	// cut matches the prefix with or without its trailing slash; rest keeps the slash
 	cut := func(prefix string) (string, bool) {
-		if path == prefix || strings.HasPrefix(path, prefix+"/") {
-			return strings.TrimPrefix(path, prefix), true
+		if path == prefix[:len(prefix)-1] || strings.HasPrefix(path, prefix) {
+			return path[len(prefix)-1:], true
 		}
 		return "", false
 	}
-	if rest, ok := cut("/claude-code"); ok {
+	if rest, ok := cut(ClaudeCodePrefix); ok {
 		return route{"claude-code", "anthropic", rest, true}, true
 	}
-	if rest, ok := cut("/codex"); ok {
+	if rest, ok := cut(CodexPrefix); ok {
 		return route{"codex", "codex", rest, true}, true
 	}
-	if rest, ok := cut("/opencode"); ok {
+	if rest, ok := cut(OpenCodePrefix); ok {
 		provider, tail, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
 		switch provider {
 		case "anthropic":
@@ -40,13 +63,13 @@ func routeFor(r *http.Request) (route, bool) {
 		}
 		return route{}, false
 	}
-	if rest, ok := cut("/backend-api/codex"); ok {
+	if rest, ok := cut(CodexBackendPrefix); ok {
 		return inferred(r, "codex", "codex", rest), true
 	}
-	if strings.HasPrefix(path, "/v1/messages") {
+	if strings.HasPrefix(path, V1Prefix+"messages") {
 		return inferred(r, "unknown", "anthropic", path), true
 	}
-	if strings.HasPrefix(path, "/v1/") {
+	if strings.HasPrefix(path, V1Prefix) {
 		return inferred(r, "unknown", "openai", path), true
 	}
 	return route{}, false

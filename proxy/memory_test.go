@@ -46,13 +46,13 @@ func TestStoredRowsFreeTheirTextAndAGapIsRefilled(t *testing.T) {
 	h := benchHeader(sid)
 	c := newBenchConvo()
 	for range 12 {
-		c.add()
+		c.Add()
 	}
 	for range 2 {
-		if _, _, err := p.rewrite(h, c.body()); err != nil {
+		if _, _, err := p.rewrite(h, c.Body()); err != nil {
 			t.Fatal(err)
 		}
-		c.add()
+		c.Add()
 	}
 	s := p.sessions[sid]
 	// what the session's next request does first, once the queued writes landed
@@ -78,12 +78,12 @@ func TestStoredRowsFreeTheirTextAndAGapIsRefilled(t *testing.T) {
 	for _, suffix := range []string{".db", ".db-wal", ".db-shm"} {
 		os.Remove(filepath.Join(p.root.Dir(), "sessions", sid+suffix))
 	}
-	if _, _, err := p.rewrite(h, c.body()); err != nil { // its rows meet the gap
+	if _, _, err := p.rewrite(h, c.Body()); err != nil { // its rows meet the gap
 		t.Fatal(err)
 	}
 	p.root.SettleAll()
-	c.add()
-	final := c.body()
+	c.Add()
+	final := c.Body()
 	if _, _, err := p.rewrite(h, final); err != nil {
 		t.Fatal(err)
 	}
@@ -110,9 +110,9 @@ func TestSessionCachesStayWithinBudget(t *testing.T) {
 	p := benchProxy(t, 10_000_000)
 	c := newBenchConvo()
 	for range 60 {
-		c.add()
+		c.Add()
 	}
-	body := c.body()
+	body := c.Body()
 	p.cacheBudget = int64(len(body)) * 5 // room for about two sessions (a message costs twice its bytes)
 	for i := range 6 {
 		if _, _, err := p.rewrite(benchHeader(fmt.Sprintf("budget-%d", i)), body); err != nil {
@@ -137,8 +137,8 @@ func TestSessionCachesStayWithinBudget(t *testing.T) {
 		t.Fatalf("%d sessions kept a cache; the newest must keep its own", cached)
 	}
 	// a session whose cache was dropped still answers its next request
-	c.add()
-	res, _, err := p.rewrite(benchHeader("budget-0"), c.body())
+	c.Add()
+	res, _, err := p.rewrite(benchHeader("budget-0"), c.Body())
 	if err != nil || res == nil {
 		t.Fatalf("the first session after its cache was dropped: %v", err)
 	}
@@ -150,9 +150,9 @@ func TestSessionCacheBudgetUnderConcurrentRequests(t *testing.T) {
 	p := benchProxy(t, 10_000_000)
 	c := newBenchConvo()
 	for range 30 {
-		c.add()
+		c.Add()
 	}
-	base := c.body()
+	base := c.Body()
 	p.cacheBudget = int64(len(base)) * 4
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)

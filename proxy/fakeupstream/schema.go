@@ -514,6 +514,15 @@ func checkBlock(path string, v any, types map[string]map[string]bool) (map[strin
 	if err := checkKeys(tp, b, fields); err != nil {
 		return nil, err
 	}
+	err := checkBlockFields(tp, typ, b)
+	if err == nil {
+		err = checkCacheControl(tp, b)
+	}
+	return b, err
+}
+
+// checkBlockFields checks the fields of a block of type typ (tp: its path with the tag).
+func checkBlockFields(tp, typ string, b map[string]any) *Error {
 	var err *Error
 	switch typ {
 	case "text":
@@ -531,56 +540,67 @@ func checkBlock(path string, v any, types map[string]map[string]bool) (map[strin
 	case "tool_reference":
 		err = wantString(tp, b, "tool_name", true)
 	case "tool_use", "server_tool_use", "mcp_tool_use":
-		if err = wantString(tp, b, "id", true); err == nil {
-			err = wantString(tp, b, "name", true)
-		}
-		if err == nil {
-			if _, ok := b["input"]; !ok {
-				err = required(tp + ".input")
-			} else if obj(b["input"]) == nil {
-				err = invalid("%s.input: Input should be a valid dictionary", tp)
-			}
-		}
-		if err == nil && typ == "tool_use" && !toolIDPattern.MatchString(str(b, "id")) {
-			err = invalid("%s.id: String should match pattern '^[a-zA-Z0-9_-]+$'", tp)
-		}
-		if err == nil && typ == "server_tool_use" && !serverToolIDPattern.MatchString(str(b, "id")) {
-			err = invalid("%s.id: String should match pattern '^srvtoolu_[a-zA-Z0-9_]+$'", tp)
-		}
+		err = checkToolUse(tp, typ, b)
 	case "tool_result":
-		if err = wantString(tp, b, "tool_use_id", true); err == nil && !toolIDPattern.MatchString(str(b, "tool_use_id")) {
-			err = invalid("%s.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'", tp)
-		}
-		if v, ok := b["is_error"]; err == nil && ok {
-			if _, isBool := v.(bool); !isBool {
-				err = invalid("%s.is_error: Input should be a valid boolean", tp)
-			}
-		}
-		if err == nil {
-			switch c := b["content"].(type) {
-			case nil, string:
-				if _, present := b["content"]; present && c == nil {
-					err = invalid("%s.content: Input should be a valid string or list", tp)
-				}
-			case []any:
-				for k, e := range c {
-					if _, err = checkBlock(fmt.Sprintf("%s.content.%d", tp, k), e, resultBlocks); err != nil {
-						break
-					}
-				}
-			default:
-				err = invalid("%s.content: Input should be a valid string or list", tp)
-			}
-		}
+		err = checkToolResult(tp, b)
 	default:
 		if strings.HasSuffix(typ, "_tool_result") {
 			err = wantString(tp, b, "tool_use_id", true)
 		}
 	}
-	if err == nil {
-		err = checkCacheControl(tp, b)
+	return err
+}
+
+// checkToolUse checks a tool_use, server_tool_use or mcp_tool_use block.
+func checkToolUse(tp, typ string, b map[string]any) *Error {
+	var err *Error
+	if err = wantString(tp, b, "id", true); err == nil {
+		err = wantString(tp, b, "name", true)
 	}
-	return b, err
+	if err == nil {
+		if _, ok := b["input"]; !ok {
+			err = required(tp + ".input")
+		} else if obj(b["input"]) == nil {
+			err = invalid("%s.input: Input should be a valid dictionary", tp)
+		}
+	}
+	if err == nil && typ == "tool_use" && !toolIDPattern.MatchString(str(b, "id")) {
+		err = invalid("%s.id: String should match pattern '^[a-zA-Z0-9_-]+$'", tp)
+	}
+	if err == nil && typ == "server_tool_use" && !serverToolIDPattern.MatchString(str(b, "id")) {
+		err = invalid("%s.id: String should match pattern '^srvtoolu_[a-zA-Z0-9_]+$'", tp)
+	}
+	return err
+}
+
+// checkToolResult checks a tool_result block and the blocks of its content.
+func checkToolResult(tp string, b map[string]any) *Error {
+	var err *Error
+	if err = wantString(tp, b, "tool_use_id", true); err == nil && !toolIDPattern.MatchString(str(b, "tool_use_id")) {
+		err = invalid("%s.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'", tp)
+	}
+	if v, ok := b["is_error"]; err == nil && ok {
+		if _, isBool := v.(bool); !isBool {
+			err = invalid("%s.is_error: Input should be a valid boolean", tp)
+		}
+	}
+	if err == nil {
+		switch c := b["content"].(type) {
+		case nil, string:
+			if _, present := b["content"]; present && c == nil {
+				err = invalid("%s.content: Input should be a valid string or list", tp)
+			}
+		case []any:
+			for k, e := range c {
+				if _, err = checkBlock(fmt.Sprintf("%s.content.%d", tp, k), e, resultBlocks); err != nil {
+					break
+				}
+			}
+		default:
+			err = invalid("%s.content: Input should be a valid string or list", tp)
+		}
+	}
+	return err
 }
 
 func tagList(types map[string]map[string]bool) string {

@@ -99,20 +99,8 @@ func parseResponses(doc map[string]any) (*respParsed, *Error) {
 	default:
 		return nil, wrongType("input", "a string or an array of input items", in)
 	}
-	if v, ok := doc["instructions"]; ok && v != nil {
-		if _, ok := v.(string); !ok {
-			return nil, wrongType("instructions", "a string", v)
-		}
-	}
-	if v, ok := doc["previous_response_id"]; ok && v != nil {
-		if _, ok := v.(string); !ok {
-			return nil, wrongType("previous_response_id", "a string", v)
-		}
-	}
-	if v, ok := doc["include"]; ok && v != nil {
-		if _, ok := v.([]any); !ok {
-			return nil, wrongType("include", "an array", v)
-		}
+	if err := checkOptionalTypes(doc); err != nil {
+		return nil, err
 	}
 	p := looseResponses(doc)
 	var err *Error
@@ -126,6 +114,26 @@ func parseResponses(doc map[string]any) (*respParsed, *Error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// checkOptionalTypes checks instructions, previous_response_id and include when present.
+func checkOptionalTypes(doc map[string]any) *Error {
+	if v, ok := doc["instructions"]; ok && v != nil {
+		if _, ok := v.(string); !ok {
+			return wrongType("instructions", "a string", v)
+		}
+	}
+	if v, ok := doc["previous_response_id"]; ok && v != nil {
+		if _, ok := v.(string); !ok {
+			return wrongType("previous_response_id", "a string", v)
+		}
+	}
+	if v, ok := doc["include"]; ok && v != nil {
+		if _, ok := v.([]any); !ok {
+			return wrongType("include", "an array", v)
+		}
+	}
+	return nil
 }
 
 // looseResponses extracts what the fake reads without checking types.

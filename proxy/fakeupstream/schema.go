@@ -173,35 +173,8 @@ func parseBody(doc map[string]any, betas []string, countTokens bool) (*parsed, *
 		}
 	}
 
-	if _, ok := doc["model"]; !ok {
-		return nil, required("model")
-	}
-	if err := wantString("", doc, "model", true); err != nil {
+	if err := p.parseScalars(); err != nil {
 		return nil, err
-	}
-	p.model = str(doc, "model")
-	if p.model == "" {
-		return nil, invalid("model: String should have at least 1 character")
-	}
-	if !countTokens {
-		if _, ok := doc["max_tokens"]; !ok {
-			return nil, required("max_tokens")
-		}
-		n, ok := num(doc, "max_tokens")
-		if !ok {
-			return nil, invalid("max_tokens: Input should be a valid integer")
-		}
-		if n < 0 {
-			return nil, invalid("max_tokens: Input should be greater than or equal to 0")
-		}
-		p.maxTokens = n
-	}
-	if v, ok := doc["stream"]; ok {
-		b, ok := v.(bool)
-		if !ok {
-			return nil, invalid("stream: Input should be a valid boolean")
-		}
-		p.stream = b
 	}
 	if _, ok := doc["messages"]; !ok {
 		return nil, required("messages")
@@ -237,6 +210,42 @@ func parseBody(doc map[string]any, betas []string, countTokens bool) (*parsed, *
 		p.msgs = append(p.msgs, m)
 	}
 	return p, nil
+}
+
+// parseScalars reads model, max_tokens (not for count_tokens) and stream.
+func (p *parsed) parseScalars() *Error {
+	doc := p.doc
+	if _, ok := doc["model"]; !ok {
+		return required("model")
+	}
+	if err := wantString("", doc, "model", true); err != nil {
+		return err
+	}
+	p.model = str(doc, "model")
+	if p.model == "" {
+		return invalid("model: String should have at least 1 character")
+	}
+	if !p.countTokens {
+		if _, ok := doc["max_tokens"]; !ok {
+			return required("max_tokens")
+		}
+		n, ok := num(doc, "max_tokens")
+		if !ok {
+			return invalid("max_tokens: Input should be a valid integer")
+		}
+		if n < 0 {
+			return invalid("max_tokens: Input should be greater than or equal to 0")
+		}
+		p.maxTokens = n
+	}
+	if v, ok := doc["stream"]; ok {
+		b, ok := v.(bool)
+		if !ok {
+			return invalid("stream: Input should be a valid boolean")
+		}
+		p.stream = b
+	}
+	return nil
 }
 
 func (p *parsed) parseSystem() *Error {
@@ -367,6 +376,11 @@ func (p *parsed) parseThinking() *Error {
 		}
 		p.thinking.budget = n
 	}
+	return p.parseThinkingOptions(t, typ)
+}
+
+// parseThinkingOptions reads thinking.display and thinking.block_binding (§1.1, §1.7.4).
+func (p *parsed) parseThinkingOptions(t map[string]any, typ string) *Error {
 	if d, ok := t["display"]; ok {
 		s, _ := d.(string)
 		switch {

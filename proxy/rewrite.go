@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/smarter-compact/smarter-compact/store"
 )
@@ -102,25 +103,9 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 	if err != nil {
 		return nil, newFault("parse", err)
 	}
-	var bpCount *int64
-	var bpAt string
-	if req.format == anthropicFormat {
-		n, at := breakpoints(req, msgs)
-		bpCount, bpAt = &n, at
-	}
+	bpCount, bpAt := anthropicBreakpoints(req, msgs)
 	now := p.now()
-	ts := sess.state.Threads[thread]
-	if ts == nil {
-		ts = &threadState{}
-		if !dry { // a count_tokens call must leave no trace in the saved state
-			sess.state.Threads[thread] = ts
-		}
-	}
-	plan := resolvePlan(ts, msgs)
-	block := ts.Block
-	if !plan.active() {
-		block = ""
-	}
+	ts, plan, block := sess.threadPlan(thread, msgs, dry)
 	threshold := thresholdFor(p.cfg().TrimAtTokens, req.model)
 	trimmed := int64(0)
 	if plan.active() {
@@ -132,63 +117,98 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 	before := est(plan, block)
 	force := !dry && p.root.Force(sid)
 	if !dry && (force || before >= threshold) {
-		budget := int(p.cfg().TrimToFraction * float64(threshold))
-		provisional := PointerText(sid, 0)
-		under := func(pl cutPlan) bool { return est(pl, provisional) < budget }
-		next := planTrim(msgs, plan, under, bindsThinkingToPrefix(req.model, req.thinking) && !p.contractStripOnly)
-		// A trim the threshold asks for must make the request smaller: dropping one short
-		// step while adding the pointer would grow it and still cost the prompt cache. A
-		// forced trim (/smarter-compact) is the user's call.
-		if next.active() && next.dropped(msgs) > plan.dropped(msgs) &&
-			(force || est(next, PointerText(sid, next.dropped(msgs))) < before) {
-			dropped := next.dropped(msgs)
-			plan, block = next, PointerText(sid, dropped)
-			*ts = threadState{Cut: msgs[plan.cut].key, KeepHead: plan.keepHead, Dropped: dropped, Block: block, Sample: ts.Sample}
-			if plan.gap > plan.cutEnd+1 && plan.gap < len(msgs) {
-				ts.Gap = msgs[plan.gap].key
-			}
-			if start, last := latestRun(msgs); last >= 0 && plan.strip >= start {
-				// named by the start of the latest assistant run at trim time; models that
-				// bind thinking strip that message too (api-rules §1.7.4)
-				if plan.strip > last {
-					ts.StripFP, ts.StripAfter = msgs[last].key, true
-				} else {
-					ts.StripFP = msgs[start].key
-				}
-			}
-			trimmed = 2
-			after := est(plan, block)
-			sess.dirty = true
-			if err := p.root.SaveTrimState(sid, sess.stateJSON()); err != nil {
-				p.storeFault(err) // stays dirty: Close tries again
-			} else {
-				sess.dirty, sess.saved = false, now
-			}
-			p.event(sid, store.Event{At: now, Kind: "trim", Version: p.version,
-				TokensBefore: i64(before), TokensAfter: i64(after), Dropped: i64(dropped)})
-			p.log.Info("trim", "session", sid, "tokens_before", before, "tokens_after", after, "dropped", dropped, "forced", force)
+		if next, nblock, ok := p.newCut(sess, sid, ts, req, msgs, plan, threshold, before, force, now, est); ok {
+			plan, block, trimmed = next, nblock, 2
 		}
 		if force {
-			if err := p.root.ClearForce(sid); err != nil {
-				p.log.Warn("smarter-compact: clearing the force flag failed", "session", sid, "err", err.Error())
-			}
+			p.clearForce(sid)
 		}
 	}
 
 	v := render(req, msgs, plan, block, p.cfg().StandingInstruction, tg.family)
 	if !dry {
-		if p.storeRows(sess, thread, msgs, plan, now) {
-			sess.keepThread(req.format, thread, msgs)
-		} else {
-			// the rows of messages the fast path reuses must be parsed again, with their text
-			clear(sess.threads)
-		}
-		sess.last = remember(req, msgs, sess.last)
-		sess.used = now
-		p.recount(sess)
+		p.keepRequest(sess, thread, req, msgs, plan, now)
 	}
 	return &rewritten{body: v.body, format: req.format, sess: sess, thread: thread, model: req.model, chars: v.chars,
 		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt}, nil
+}
+
+// threadPlan returns the thread's trim state, its stored cut found in msgs, and the
+// pointer text that cut carries ("" without one). dry (count_tokens) leaves no new thread
+// in the saved state.
+func (s *session) threadPlan(thread string, msgs []*message, dry bool) (*threadState, cutPlan, string) {
+	ts := s.state.Threads[thread]
+	if ts == nil {
+		ts = &threadState{}
+		if !dry { // a count_tokens call must leave no trace in the saved state
+			s.state.Threads[thread] = ts
+		}
+	}
+	plan := resolvePlan(ts, msgs)
+	block := ts.Block
+	if !plan.active() {
+		block = ""
+	}
+	return ts, plan, block
+}
+
+// keepRequest stores the request's rows and keeps what the fast path needs of it: the
+// thread's messages, the request's known shape, and the cache's size (sess.mu held).
+func (p *Proxy) keepRequest(sess *session, thread string, req *request, msgs []*message, plan cutPlan, now time.Time) {
+	if p.storeRows(sess, thread, msgs, plan, now) {
+		sess.keepThread(req.format, thread, msgs)
+	} else {
+		// the rows of messages the fast path reuses must be parsed again, with their text
+		clear(sess.threads)
+	}
+	sess.last = remember(req, msgs, sess.last)
+	sess.used = now
+	p.recount(sess)
+}
+
+// newCut plans a new cut for a request at or over the threshold, or forced (contract: Trim),
+// and when it drops more than the current plan and (unless forced) makes the request
+// smaller, records it in ts and the trim state file, writes the trim event and returns the
+// plan and its pointer text. est is the request's calibrated estimate of a plan and block.
+func (p *Proxy) newCut(sess *session, sid string, ts *threadState, req *request, msgs []*message, plan cutPlan,
+	threshold, before int, force bool, now time.Time, est func(cutPlan, string) int) (cutPlan, string, bool) {
+	budget := int(p.cfg().TrimToFraction * float64(threshold))
+	provisional := PointerText(sid, 0)
+	under := func(pl cutPlan) bool { return est(pl, provisional) < budget }
+	next := planTrim(msgs, plan, under, bindsThinkingToPrefix(req.model, req.thinking) && !p.contractStripOnly)
+	// A trim the threshold asks for must make the request smaller: dropping one short
+	// step while adding the pointer would grow it and still cost the prompt cache. A
+	// forced trim (/smarter-compact) is the user's call.
+	if !next.active() || next.dropped(msgs) <= plan.dropped(msgs) ||
+		!(force || est(next, PointerText(sid, next.dropped(msgs))) < before) {
+		return plan, "", false
+	}
+	dropped := next.dropped(msgs)
+	plan, block := next, PointerText(sid, dropped)
+	*ts = threadState{Cut: msgs[plan.cut].key, KeepHead: plan.keepHead, Dropped: dropped, Block: block, Sample: ts.Sample}
+	if plan.gap > plan.cutEnd+1 && plan.gap < len(msgs) {
+		ts.Gap = msgs[plan.gap].key
+	}
+	if start, last := latestRun(msgs); last >= 0 && plan.strip >= start {
+		// named by the start of the latest assistant run at trim time; models that
+		// bind thinking strip that message too (api-rules §1.7.4)
+		if plan.strip > last {
+			ts.StripFP, ts.StripAfter = msgs[last].key, true
+		} else {
+			ts.StripFP = msgs[start].key
+		}
+	}
+	after := est(plan, block)
+	sess.dirty = true
+	if err := p.root.SaveTrimState(sid, sess.stateJSON()); err != nil {
+		p.storeFault(err) // stays dirty: Close tries again
+	} else {
+		sess.dirty, sess.saved = false, now
+	}
+	p.event(sid, store.Event{At: now, Kind: "trim", Version: p.version,
+		TokensBefore: i64(before), TokensAfter: i64(after), Dropped: i64(dropped)})
+	p.log.Info("trim", "session", sid, "tokens_before", before, "tokens_after", after, "dropped", dropped, "forced", force)
+	return plan, block, true
 }
 
 func i64(n int) *int64 { v := int64(n); return &v }
@@ -248,6 +268,24 @@ func (p *Proxy) event(sid string, e store.Event) {
 		return
 	}
 	db.AddEventLater(e, failed)
+}
+
+// anthropicBreakpoints is breakpoints for an Anthropic request; nil and "" on the other
+// routes (contract: Events).
+func anthropicBreakpoints(req *request, msgs []*message) (*int64, string) {
+	if req.format != anthropicFormat {
+		return nil, ""
+	}
+	n, at := breakpoints(req, msgs)
+	return &n, at
+}
+
+// clearForce deletes the session's force flag once a forced request was trimmed or found
+// nothing to drop.
+func (p *Proxy) clearForce(sid string) {
+	if err := p.root.ClearForce(sid); err != nil {
+		p.log.Warn("smarter-compact: clearing the force flag failed", "session", sid, "err", err.Error())
+	}
 }
 
 // breakpoints counts the incoming request's cache_control markers and names their

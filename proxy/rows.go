@@ -25,12 +25,9 @@ func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread
 	var cache []*message
 	prev, firstTurn := "", ""
 	for i, raw := range req.rawMsgs {
-		if cache != nil && i < len(cache) && cache[i].prevFP == prev && bytes.Equal(cache[i].raw, raw) {
-			m := cache[i]
+		if m := reusable(cache, i, prev, raw); m != nil {
 			msgs[i] = m
-			for _, u := range m.toolUses {
-				names[u.id] = u.name
-			}
+			noteToolNames(names, m)
 			prev = m.endFP
 			continue
 		}
@@ -40,9 +37,7 @@ func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread
 		if err != nil {
 			return nil, "", err
 		}
-		for _, u := range m.toolUses {
-			names[u.id] = u.name
-		}
+		noteToolNames(names, m)
 		if err := p.rowsFor(m, prev, names); err != nil {
 			return nil, "", err
 		}
@@ -74,6 +69,23 @@ func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread
 		numberLegacyCalls(msgs)
 	}
 	return msgs, thread, nil
+}
+
+// reusable returns the thread cache's message i when the request repeats it: the same bytes
+// after the same chain (prev). nil otherwise.
+func reusable(cache []*message, i int, prev string, raw []byte) *message {
+	if i < len(cache) && cache[i].prevFP == prev && bytes.Equal(cache[i].raw, raw) {
+		return cache[i]
+	}
+	return nil
+}
+
+// noteToolNames records the tool names of m's tool_use blocks by id, for the rows of the
+// tool_result blocks that answer them.
+func noteToolNames(names map[string]string, m *message) {
+	for _, u := range m.toolUses {
+		names[u.id] = u.name
+	}
 }
 
 // rowsFor builds the rows of a new message (contract: Rows) chained after prev, and the
@@ -115,14 +127,9 @@ func (p *Proxy) rowsFor(m *message, prev string, names map[string]string) error 
 				r.blobID, b.rendered, compressed = blobID, rendered, true
 			}
 		}
-		r.fp = store.Fingerprint(prev, r.role, r.kind, r.name, r.text)
-		prev = r.fp
-		m.rows = append(m.rows, r)
+		prev = m.chainRow(r, prev)
 	}
-	m.endFP = prev
-	if len(m.rows) > 0 {
-		m.firstFP = m.rows[0].fp
-	}
+	m.endChain(prev)
 	if compressed {
 		m.rendered = renderContent(m, "", false)
 	}
@@ -147,15 +154,26 @@ func (p *Proxy) preRowsFor(m *message, prev string, names map[string]string) err
 				r.blobID, m.rendered = blobID, rendered
 			}
 		}
-		r.fp = store.Fingerprint(prev, r.role, r.kind, r.name, r.text)
-		prev = r.fp
-		m.rows = append(m.rows, r)
+		prev = m.chainRow(r, prev)
 	}
-	m.endFP = prev
+	m.endChain(prev)
+	return nil
+}
+
+// chainRow gives r its fingerprint after the chain value prev (contract: Rows), appends it
+// to m's rows and returns the new chain value.
+func (m *message) chainRow(r row, prev string) string {
+	r.fp = store.Fingerprint(prev, r.role, r.kind, r.name, r.text)
+	m.rows = append(m.rows, r)
+	return r.fp
+}
+
+// endChain records the chain value after m's last row and the fingerprint of its first.
+func (m *message) endChain(end string) {
+	m.endFP = end
 	if len(m.rows) > 0 {
 		m.firstFP = m.rows[0].fp
 	}
-	return nil
 }
 
 // storeRows queues the request's rows with their in_context flags on the session's write

@@ -199,39 +199,18 @@ func blockRow(m *message, b *block, names map[string]string) (role, kind, name, 
 // toolResultText is the plain text of a tool_result's content: the string itself, or its
 // text blocks joined by newlines, with "[image]"-style placeholders for binary blocks and
 // compact JSON for anything else.
-func toolResultText(content []byte) (string, error) {
-	switch kindOf(content) {
-	case 0, 'n':
-		return "", nil
-	case '"':
-		return decodeString(content)
-	case '[':
-		elems, err := arrayElems(content)
-		if err != nil {
-			return "", err
-		}
-		parts := make([]string, 0, len(elems))
-		for _, e := range elems {
-			t, typ, err := textBlock(e)
-			if err != nil {
-				return "", err
-			}
-			switch {
-			case typ == "text":
-				parts = append(parts, t)
-			case typ == "image" || typ == "document":
-				parts = append(parts, "["+typ+"]")
-			default:
-				c, err := compactJSON(e)
-				if err != nil {
-					return "", err
-				}
-				parts = append(parts, c)
-			}
-		}
-		return strings.Join(parts, "\n"), nil
+func toolResultText(content []byte) (string, error) { return contentText(content, blockKind) }
+
+// blockKind maps an Anthropic content block type to "text", the placeholder of an image or
+// document, or "" for anything else (contentText).
+func blockKind(typ string) string {
+	switch typ {
+	case "text":
+		return "text"
+	case "image", "document":
+		return "[" + typ + "]"
 	}
-	return compactJSON(content)
+	return ""
 }
 
 // textBlock returns a block's type and, for a text block, its text.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -27,11 +28,9 @@ func routes(port int, models, recall http.Handler, dash *web.Server, log *slog.L
 	dash.Mount(r)
 	r.Group(func(r chi.Router) {
 		r.Use(refuseBrowsers)
-		r.Handle("/claude-code/*", models)
-		r.Handle("/codex/*", models)
-		r.Handle("/opencode/*", models)
-		r.Handle("/v1/*", models)
-		r.Handle("/backend-api/codex/*", models)
+		for _, prefix := range proxy.RoutePrefixes() {
+			r.Handle(prefix+"*", models)
+		}
 	})
 	return r
 }

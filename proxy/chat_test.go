@@ -649,3 +649,29 @@ func TestAdapterInvariantCheckersCatchBrokenViews(t *testing.T) {
 		}
 	}
 }
+
+// Legacy function calling names only the function, so pairing by name made two calls of
+// the same function in different turns one pair: every cut whose kept part called it again
+// was rejected, and a forced trim of a long conversation dropped nothing.
+//
+// Regression test from the review of the OpenAI adapters.
+func TestChatLegacyFunctionCallsPairPerCall(t *testing.T) {
+	var msgs []string
+	for k := 0; k < 6; k++ {
+		msgs = append(msgs,
+			fmt.Sprintf(`{"role":"user","content":"question %d"}`, k),
+			`{"role":"assistant","content":null,"function_call":{"name":"get_weather","arguments":"{}"}}`,
+			fmt.Sprintf(`{"role":"function","name":"get_weather","content":"sunny %d"}`, k),
+			fmt.Sprintf(`{"role":"assistant","content":"answer %d"}`, k))
+	}
+	msgs = append(msgs, `{"role":"user","content":"question 6"}`,
+		`{"role":"assistant","content":null,"function_call":{"name":"get_weather","arguments":"{}"}}`,
+		`{"role":"function","name":"get_weather","content":"rainy"}`)
+	body := []byte(`{"model":"gpt-4o","messages":[` + strings.Join(msgs, ",") + `]}`)
+	e := newAdEnv(t, testSettings(1_000_000))
+	res := e.send(t, adChat, adHeader("legacy"), body, true)
+	if res.trimmed != 2 {
+		t.Fatalf("forced trim of 7 turns dropped nothing (trimmed = %d): every call of %s is one pair",
+			res.trimmed, "get_weather")
+	}
+}

@@ -90,7 +90,12 @@ func removeMembers(obj []byte, mem []member, drop map[int]bool) []byte {
 // or a list of parts joined by newlines, text parts by their text, images and files by a
 // placeholder ("[image]", "[document]", as the Anthropic adapter does), anything else as
 // compact JSON. It is how tool outputs and message content become row text.
-func partsText(content []byte) (string, error) {
+func partsText(content []byte) (string, error) { return contentText(content, partKind) }
+
+// contentText is the plain text of a content value: a string as it is, or a list of parts
+// joined by newlines, each part as kind names it ("text": its text; a placeholder such as
+// "[image]"; "": compact JSON); anything else as compact JSON.
+func contentText(content []byte, kind func(typ string) string) (string, error) {
 	switch kindOf(content) {
 	case 0, 'n':
 		return "", nil
@@ -107,7 +112,7 @@ func partsText(content []byte) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			if ph := partKind(typ); ph != "" {
+			if ph := kind(typ); ph != "" {
 				if ph == "text" {
 					parts = append(parts, t)
 				} else {

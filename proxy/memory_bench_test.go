@@ -33,9 +33,9 @@ func BenchmarkSessionMemory(b *testing.B) {
 			c := convoOfSize()
 			for step := range bodies {
 				if step > 0 {
-					c.add()
+					c.Add()
 				}
-				bodies[step][s] = c.body()
+				bodies[step][s] = c.Body()
 				bodyBytes += cap(bodies[step][s])
 			}
 		}

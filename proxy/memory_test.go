@@ -3,8 +3,13 @@ package proxy
 import (
 	"database/sql"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -46,13 +51,13 @@ func TestStoredRowsFreeTheirTextAndAGapIsRefilled(t *testing.T) {
 	h := benchHeader(sid)
 	c := newBenchConvo()
 	for range 12 {
-		c.add()
+		c.Add()
 	}
 	for range 2 {
-		if _, _, err := p.rewrite(h, c.body()); err != nil {
+		if _, _, err := p.rewrite(h, c.Body()); err != nil {
 			t.Fatal(err)
 		}
-		c.add()
+		c.Add()
 	}
 	s := p.sessions[sid]
 	// what the session's next request does first, once the queued writes landed
@@ -78,12 +83,12 @@ func TestStoredRowsFreeTheirTextAndAGapIsRefilled(t *testing.T) {
 	for _, suffix := range []string{".db", ".db-wal", ".db-shm"} {
 		os.Remove(filepath.Join(p.root.Dir(), "sessions", sid+suffix))
 	}
-	if _, _, err := p.rewrite(h, c.body()); err != nil { // its rows meet the gap
+	if _, _, err := p.rewrite(h, c.Body()); err != nil { // its rows meet the gap
 		t.Fatal(err)
 	}
 	p.root.SettleAll()
-	c.add()
-	final := c.body()
+	c.Add()
+	final := c.Body()
 	if _, _, err := p.rewrite(h, final); err != nil {
 		t.Fatal(err)
 	}
@@ -110,9 +115,9 @@ func TestSessionCachesStayWithinBudget(t *testing.T) {
 	p := benchProxy(t, 10_000_000)
 	c := newBenchConvo()
 	for range 60 {
-		c.add()
+		c.Add()
 	}
-	body := c.body()
+	body := c.Body()
 	p.cacheBudget = int64(len(body)) * 5 // room for about two sessions (a message costs twice its bytes)
 	for i := range 6 {
 		if _, _, err := p.rewrite(benchHeader(fmt.Sprintf("budget-%d", i)), body); err != nil {
@@ -137,8 +142,8 @@ func TestSessionCachesStayWithinBudget(t *testing.T) {
 		t.Fatalf("%d sessions kept a cache; the newest must keep its own", cached)
 	}
 	// a session whose cache was dropped still answers its next request
-	c.add()
-	res, _, err := p.rewrite(benchHeader("budget-0"), c.body())
+	c.Add()
+	res, _, err := p.rewrite(benchHeader("budget-0"), c.Body())
 	if err != nil || res == nil {
 		t.Fatalf("the first session after its cache was dropped: %v", err)
 	}
@@ -150,9 +155,9 @@ func TestSessionCacheBudgetUnderConcurrentRequests(t *testing.T) {
 	p := benchProxy(t, 10_000_000)
 	c := newBenchConvo()
 	for range 30 {
-		c.add()
+		c.Add()
 	}
-	base := c.body()
+	base := c.Body()
 	p.cacheBudget = int64(len(base)) * 4
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -174,5 +179,53 @@ func TestSessionCacheBudgetUnderConcurrentRequests(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// R9. The fast-path cache (session.threads) keeps each thread's parsed messages, and every
+// message's raw bytes (and its blocks' and members' spans) are sub-slices of the request
+// body it was first parsed from. A message reused by later requests therefore pins the
+// whole body of the request that introduced it. Claude Code re-sends the full, ever-growing
+// history on every request (it never sees the trim, so it never compacts), so a session of
+// N requests pins all N bodies: memory grows with the square of the session length (a few
+// hundred tool steps of a few kB each already pin hundreds of MB per thread, up to 8 threads
+// and 64 sessions).
+//
+// Regression test from the first review of proxy/ (R1…R11 name its findings).
+func TestReviewFastPathCacheDoesNotPinEveryRequestBody(t *testing.T) {
+	root, err := store.Open(t.TempDir())
+	must(t, err)
+	defer root.Close()
+	s := DefaultSettings()
+	s.TrimAtTokens = 1 << 30 // never trim: only the cache is measured
+	s.CompressOverTokens = 0
+	p := New(s, allOn{}, root, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := http.Header{}
+	h.Set("X-Claude-Code-Session-Id", "mem")
+
+	chunk := strings.Repeat("0123456789abcdef", 1024) // 16 kB of tool output per step
+	msgs := []string{u("task, use tools")}
+	var last int
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for step := 0; step < 120; step++ {
+		id := fmt.Sprintf("toolu_%d", step)
+		msgs = append(msgs,
+			fmt.Sprintf(`{"role":"assistant","content":[{"type":"tool_use","id":%q,"name":"Bash","input":{"command":"cat"}}]}`, id),
+			fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":%q,"content":%q}]}`, id, fmt.Sprint(step)+chunk))
+		body := reviewBody("claude-mythos-5-1", "", msgs...)
+		last = len(body)
+		if _, _, err := p.rewrite(h, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(p) // the proxy (and its sessions) must be live when the heap is measured
+	retained := int(after.HeapAlloc) - int(before.HeapAlloc)
+	t.Logf("last body %d kB, heap retained after the session %d kB", last>>10, retained>>10)
+	if retained > 8*last {
+		t.Fatalf("the proxy retains %d MB for one thread whose history is %d MB: every request body is pinned by the messages it introduced", retained>>20, last>>20)
 	}
 }

@@ -213,15 +213,8 @@ func simList(items []json.RawMessage) json.RawMessage {
 	return append(b, ']')
 }
 
-// simPrompt is a system prompt of about n bytes.
-func simPrompt(head string, n int) string {
-	var b strings.Builder
-	b.WriteString(head)
-	for i := 0; b.Len() < n; i++ {
-		fmt.Fprintf(&b, "\n- Rule %d: keep edits minimal, run the tests, and explain what changed.", i)
-	}
-	return b.String()
-}
+// simPrompt is a system prompt of about n bytes (fakeupstream.SystemPrompt).
+func simPrompt(head string, n int) string { return fakeupstream.SystemPrompt(head, n) }
 
 // simPost sends one request and returns the response; a non-200 is read into the returned
 // string and the body closed.

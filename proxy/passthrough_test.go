@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/smarter-compact/smarter-compact/store"
@@ -69,5 +70,56 @@ func TestPassThroughEarlyAnswerArrivesWhole(t *testing.T) {
 		if err != nil || !strings.HasSuffix(string(got), "event: message_stop\ndata: {}\n\n") {
 			t.Fatalf("request %d: the answer broke off after %d bytes (err %v)", i, len(got), err)
 		}
+	}
+}
+
+// R4. A body over the rewrite limit (64 MiB) is supposed to be "forwarded as it came"
+// (proxy.go, maxBody). serveRewrite reads only maxBody+1 bytes and forwards those, so the
+// upstream gets a truncated body (and the rest of the client's upload is discarded). An
+// upstream with a larger limit (a gateway, Bedrock/Vertex through LiteLLM) gets broken JSON.
+//
+// Regression test from the first review of proxy/ (R1…R11 name its findings).
+func TestReviewOversizedBodyIsForwardedWhole(t *testing.T) {
+	var got atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		got.Store(n)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"type":"error","error":{"type":"request_too_large","message":"too large"}}`)
+	}))
+	defer up.Close()
+	root, err := store.Open(t.TempDir())
+	must(t, err)
+	defer root.Close()
+	s := DefaultSettings()
+	s.Upstreams = map[string]string{"anthropic": up.URL}
+	p := New(s, allOn{}, root, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+
+	pad := strings.Repeat("x", maxBody+4096)
+	body := []byte(`{"model":"claude-mythos-5-1","max_tokens":10,"messages":[{"role":"user","content":"` + pad + `"}]}`)
+	post(t, srv.URL+"/claude-code/v1/messages", body, map[string]string{"X-Claude-Code-Session-Id": "huge"})
+	if got.Load() != int64(len(body)) {
+		t.Fatalf("upstream received %d bytes, the client sent %d: an oversized body was truncated, not forwarded as it came", got.Load(), len(body))
+	}
+}
+
+// A Responses request with "conversation" keeps its history upstream like a
+// previous_response_id continuation: input holds only the new items, and each is appended
+// to the stored conversation, so it passes through untouched (a rewrite would add a
+// standing-instruction item to the user's conversation on every turn).
+//
+// Regression test from the review of the OpenAI adapters.
+func TestResponsesConversationPassesThrough(t *testing.T) {
+	e := newAdEnv(t, testSettings(1_000_000))
+	body := []byte(`{"model":"gpt-5.4","conversation":"conv_123","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"next question"}]}]}`)
+	res, _, err := e.p.rewriteAs(adResponses, adHeader("conv"), body)
+	if err != errPassThrough {
+		got := ""
+		if res != nil {
+			got = string(res.body)
+		}
+		t.Fatalf("want pass-through (history lives upstream), got err=%v body:\n%.400s", err, got)
 	}
 }

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,15 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/andybalholm/brotli"
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/smarter-compact/smarter-compact/store"
 )
-
-// maxBody bounds a request body the proxy reads to rewrite; a larger one is forwarded as
-// it came (the Messages API itself stops at 32 MB, api-rules §1.1).
-const maxBody = 64 << 20
 
 // Proxy serves the model-API routes (DESIGN.md §4, §5). It is safe for concurrent use;
 // requests of one session are rewritten one at a time.
@@ -155,114 +146,6 @@ func hashExecutable() string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
-// route is where a request goes: the agent it belongs to, the API family that picks the
-// upstream, and the path to append to the upstream base URL.
-type route struct {
-	agent, family, rest string
-	// agentKnown is true when the agent comes from the path prefix or was inferred from the
-	// request's headers; false when it is a route's default ("unknown", or "codex" on an
-	// unprefixed Codex route without Codex's headers). Only then do per-agent upstreams apply.
-	agentKnown bool
-}
-
-// routeFor maps a request path to its route (DESIGN.md §5).
-func routeFor(r *http.Request) (route, bool) {
-	path := r.URL.Path
-	cut := func(prefix string) (string, bool) {
-		if path == prefix || strings.HasPrefix(path, prefix+"/") {
-			return strings.TrimPrefix(path, prefix), true
-		}
-		return "", false
-	}
-	if rest, ok := cut("/claude-code"); ok {
-		return route{"claude-code", "anthropic", rest, true}, true
-	}
-	if rest, ok := cut("/codex"); ok {
-		return route{"codex", "codex", rest, true}, true
-	}
-	if rest, ok := cut("/opencode"); ok {
-		provider, tail, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
-		switch provider {
-		case "anthropic":
-			return route{"opencode", "anthropic", "/" + tail, true}, true
-		case "openai":
-			return route{"opencode", "openai", "/" + tail, true}, true
-		}
-		return route{}, false
-	}
-	if rest, ok := cut("/backend-api/codex"); ok {
-		return inferred(r, "codex", "codex", rest), true
-	}
-	if strings.HasPrefix(path, "/v1/messages") {
-		return inferred(r, "unknown", "anthropic", path), true
-	}
-	if strings.HasPrefix(path, "/v1/") {
-		return inferred(r, "unknown", "openai", path), true
-	}
-	return route{}, false
-}
-
-// inferred is the route of an unprefixed path: the agent inferAgent finds, else def.
-func inferred(r *http.Request, def, family, rest string) route {
-	if a := inferAgent(r, ""); a != "" {
-		return route{a, family, rest, true}
-	}
-	return route{def, family, rest, false}
-}
-
-// upstream returns the base URL for a route: the agent's [upstream.agents.<agent>] override
-// when the route names or infers its agent, else the family's [upstream] key.
-func (p *Proxy) upstream(rt route) string {
-	if rt.agentKnown {
-		if u := p.cfg().AgentUpstreams[rt.agent][rt.family]; u != "" {
-			return u
-		}
-	}
-	return p.cfg().Upstreams[rt.family]
-}
-
-// inferAgent names the agent of a request on a route without an agent prefix, from what
-// the clients send (research/clients.md): Claude Code's session header or user agent,
-// Codex's originator, OpenCode's user agent. A client that sends none of these gets def.
-func inferAgent(r *http.Request, def string) string {
-	ua := r.Header.Get("User-Agent")
-	switch {
-	case r.Header.Get("X-Claude-Code-Session-Id") != "" || strings.HasPrefix(ua, "claude-cli/"):
-		return "claude-code"
-	case strings.HasPrefix(r.Header.Get("Originator"), "codex") || strings.HasPrefix(ua, "codex"):
-		return "codex"
-	case strings.HasPrefix(ua, "opencode/"):
-		return "opencode"
-	}
-	return def
-}
-
-// formatOf returns the wire format the route's path tail names and whether the proxy
-// rewrites it (DESIGN.md §4.1, §4.2): the Anthropic Messages call and its count_tokens
-// (rendered dry), Chat Completions, and Responses. /responses/compact, models and
-// anything else pass through.
-func formatOf(rt route) (f apiFormat, dry, ok bool) {
-	switch rt.family {
-	case "anthropic":
-		switch rt.rest {
-		case "/v1/messages", "/messages":
-			return anthropicFormat, false, true
-		case "/v1/messages/count_tokens", "/messages/count_tokens":
-			// the same view as the model call, so the count matches and the thinking
-			// prefix check (api-rules §2.2) sees what the model saw; nothing is stored
-			return anthropicFormat, true, true
-		}
-	case "openai", "codex":
-		switch {
-		case strings.HasSuffix(rt.rest, "/chat/completions"):
-			return chatFormat, false, true
-		case strings.HasSuffix(rt.rest, "/responses"):
-			return responsesFormat, false, true
-		}
-	}
-	return 0, false, false
-}
-
 // ServeHTTP handles a model-API request: it rewrites an Anthropic Messages call of an
 // agent with trimming on, and passes everything else through unchanged.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -318,48 +201,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(w, out)
 }
 
-// bufferBody reads a pass-through request body of up to maxBody bytes into memory before
-// it goes upstream, byte for byte and with its headers untouched. Streamed straight from
-// the incoming connection, an upstream that answers before the transport has read the body
-// to its end (an early error, a stream that starts at once) lost its answer mid-stream: Go's
-// HTTP/1 server drains or closes an unread request body when the response starts, the
-// transport's body copy then fails, and the transport drops the upstream connection
-// (found by make bench; TestPassThroughEarlyAnswerArrivesWhole). Full duplex is no cure:
-// the transport may still read the body after the handler returned, which the server
-// forbids. A body over maxBody streams as before, with that risk; none is expected from a
-// model API client.
-func bufferBody(r *http.Request) error {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil
-	}
-	raw, err := readBody(r)
-	if err != nil {
-		r.Body.Close()
-		return err
-	}
-	if len(raw) > maxBody {
-		streamRest(r, raw)
-		return nil
-	}
-	r.Body.Close()
-	r.Body = io.NopCloser(bytes.NewReader(raw))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
-	if r.ContentLength < 0 {
-		// the upstream gets the same bytes with a length instead of chunks
-		r.ContentLength = int64(len(raw))
-		r.TransferEncoding = nil
-	}
-	return nil
-}
-
-type routeKey struct{}
-
-// isUpgrade reports a WebSocket upgrade request.
-func isUpgrade(r *http.Request) bool {
-	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket") ||
-		strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade") && r.Header.Get("Upgrade") != ""
-}
-
 // serveRewrite reads the body, rewrites it (failing open on any fault) and forwards it.
 // dry renders without trimming or storing (count_tokens).
 func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel context.CancelFunc, tg target, dry bool) {
@@ -407,72 +248,6 @@ func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel co
 		ctx = context.WithValue(ctx, tapKey{}, res)
 	}
 	p.rp.ServeHTTP(w, out.WithContext(ctx))
-}
-
-// streamRest makes r's body the head already read followed by the rest as it comes.
-func streamRest(r *http.Request, head []byte) {
-	rest := r.Body
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(head), rest), rest}
-	r.GetBody = nil
-}
-
-// readBody reads up to maxBody+1 bytes of r's body into one buffer sized from
-// Content-Length when it is known (io.ReadAll's doubling copied a 1 MB body about ten
-// times and left twice its size for the GC).
-func readBody(r *http.Request) ([]byte, error) {
-	if r.ContentLength <= 0 || r.ContentLength > maxBody {
-		return io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	}
-	buf := make([]byte, r.ContentLength+1) // one byte more sees a body longer than announced
-	n, err := io.ReadFull(r.Body, buf)
-	switch {
-	case err == io.ErrUnexpectedEOF && int64(n) == r.ContentLength:
-		return buf[:n], nil
-	case err == nil:
-		// more than announced: the server's body reader does not allow it, but be safe
-		rest, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1-int64(n)))
-		return append(buf[:n], rest...), err
-	case err == io.ErrUnexpectedEOF || err == io.EOF:
-		return nil, fmt.Errorf("the body ended after %d of %d bytes", n, r.ContentLength)
-	}
-	return nil, err
-}
-
-func setBody(r *http.Request, body []byte, encoding string) {
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	r.Header.Set("Content-Length", fmt.Sprint(len(body)))
-	if encoding == "" {
-		r.Header.Del("Content-Encoding")
-	}
-}
-
-// decodeBody undoes a request Content-Encoding (gzip, zstd, br; DESIGN.md §4.3).
-func decodeBody(raw []byte, encoding string) ([]byte, error) {
-	switch strings.ToLower(strings.TrimSpace(encoding)) {
-	case "", "identity":
-		return raw, nil
-	case "gzip":
-		zr, err := gzip.NewReader(bytes.NewReader(raw))
-		if err != nil {
-			return nil, err
-		}
-		return io.ReadAll(io.LimitReader(zr, maxBody))
-	case "zstd":
-		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBody))
-		if err != nil {
-			return nil, err
-		}
-		defer d.Close()
-		return d.DecodeAll(raw, nil)
-	case "br":
-		return io.ReadAll(io.LimitReader(brotli.NewReader(bytes.NewReader(raw)), maxBody))
-	}
-	return nil, fmt.Errorf("unsupported Content-Encoding %q", encoding)
 }
 
 // fault is a rewrite error with where it happened, for the fail-open line.
@@ -587,91 +362,4 @@ func writeError(w http.ResponseWriter, family string, status int, typ, msg strin
 		b = append(b, "}}"...)
 	}
 	w.Write(b)
-}
-
-// zstdEncoder re-encodes rewritten bodies that came zstd-encoded; EncodeAll is safe for
-// concurrent use.
-var zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
-
-// upstreamError answers when the upstream cannot be reached or stops answering: a 502
-// (504 on a timeout) with an Anthropic-shaped error, never a 200 with an empty body.
-func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, context.Canceled) && r.Context().Err() != nil && !isIdle(r.Context()) {
-		return // the client went away
-	}
-	status, typ := http.StatusBadGateway, "api_error"
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() || isIdle(r.Context()) {
-		status, typ = http.StatusGatewayTimeout, "timeout_error"
-	}
-	p.log.Warn("smarter-compact: upstream request failed", "host", r.URL.Host, "err", err.Error())
-	rt, _ := r.Context().Value(routeKey{}).(route)
-	msg := fmt.Sprintf("smarter-compact: upstream %s failed: %v", r.URL.Host, err)
-	if rt.agentKnown && p.cfg().AgentUpstreams[rt.agent][rt.family] != "" {
-		msg += fmt.Sprintf(" (the %s upstream of %s is [upstream.agents.%s] %s in config.toml)", rt.family, rt.agent, rt.agent, rt.family)
-	} else if rt.family != "" {
-		msg += fmt.Sprintf(" (the %s upstream is [upstream] %s in config.toml or SMARTER_COMPACT_UPSTREAM_%s)",
-			rt.family, rt.family, strings.ToUpper(rt.family))
-	}
-	writeError(w, rt.family, status, typ, msg)
-}
-
-// idle timeout: the upstream must make progress at least every IdleTimeout, both before
-// the response headers and between body reads.
-type idleKey struct{}
-
-type idleState struct {
-	timer *time.Timer
-	fired chan struct{}
-	d     time.Duration
-}
-
-func withIdle(ctx context.Context, cancel context.CancelFunc, d time.Duration) context.Context {
-	st := &idleState{fired: make(chan struct{}), d: d}
-	st.timer = time.AfterFunc(d, func() { close(st.fired); cancel() })
-	return context.WithValue(ctx, idleKey{}, st)
-}
-
-func isIdle(ctx context.Context) bool {
-	st, _ := ctx.Value(idleKey{}).(*idleState)
-	if st == nil {
-		return false
-	}
-	select {
-	case <-st.fired:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *Proxy) modifyResponse(resp *http.Response) error {
-	ctx := resp.Request.Context()
-	st, _ := ctx.Value(idleKey{}).(*idleState)
-	var body io.ReadCloser = resp.Body
-	if st != nil {
-		st.timer.Reset(st.d)
-		body = &idleReader{ReadCloser: body, st: st}
-	}
-	if res, ok := ctx.Value(tapKey{}).(*rewritten); ok && resp.StatusCode == http.StatusOK {
-		body = newUsageTap(body, res.format, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Encoding"), func(u usage) { p.recordUsage(res, u) })
-	}
-	resp.Body = body
-	return nil
-}
-
-type idleReader struct {
-	io.ReadCloser
-	st *idleState
-}
-
-func (r *idleReader) Read(b []byte) (int, error) {
-	n, err := r.ReadCloser.Read(b)
-	r.st.timer.Reset(r.st.d)
-	return n, err
-}
-
-func (r *idleReader) Close() error {
-	r.st.timer.Stop()
-	return r.ReadCloser.Close()
 }

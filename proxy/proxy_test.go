@@ -395,3 +395,9 @@ func TestPassThrough(t *testing.T) {
 		}
 	})
 }
+
+// reviewBody builds a minimal Messages body (no thinking, so no signatures are needed).
+func reviewBody(model string, extra string, msgs ...string) []byte {
+	b := `{"model":` + fmt.Sprintf("%q", model) + `,"max_tokens":1024,"stream":true` + extra + `,"messages":[` + strings.Join(msgs, ",") + `]}`
+	return []byte(b)
+}

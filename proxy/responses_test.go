@@ -568,3 +568,17 @@ func TestResponsesFailOpen(t *testing.T) {
 		}
 	}
 }
+
+func regUser(s string) string {
+	return `{"type":"message","role":"user","content":[{"type":"input_text","text":"` + s + `"}]}`
+}
+
+func regAsst(s string) string {
+	return `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"` + s + `"}]}`
+}
+
+func regStep(n int) string {
+	return fmt.Sprintf(`{"type":"reasoning","id":"rs_%d","summary":[],"encrypted_content":"e%d"},`+
+		`{"type":"function_call","id":"fc_%d","call_id":"c%d","name":"shell","arguments":"{}"},`+
+		`{"type":"function_call_output","call_id":"c%d","output":"o%d"}`, n, n, n, n, n, n)
+}

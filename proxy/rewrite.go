@@ -2,12 +2,10 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/store"
@@ -105,25 +103,9 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 	if err != nil {
 		return nil, newFault("parse", err)
 	}
-	var bpCount *int64
-	var bpAt string
-	if req.format == anthropicFormat {
-		n, at := breakpoints(req, msgs)
-		bpCount, bpAt = &n, at
-	}
+	bpCount, bpAt := anthropicBreakpoints(req, msgs)
 	now := p.now()
-	ts := sess.state.Threads[thread]
-	if ts == nil {
-		ts = &threadState{}
-		if !dry { // a count_tokens call must leave no trace in the saved state
-			sess.state.Threads[thread] = ts
-		}
-	}
-	plan := resolvePlan(ts, msgs)
-	block := ts.Block
-	if !plan.active() {
-		block = ""
-	}
+	ts, plan, block := sess.threadPlan(thread, msgs, dry)
 	threshold := thresholdFor(p.cfg().TrimAtTokens, req.model)
 	trimmed := int64(0)
 	if plan.active() {
@@ -135,63 +117,98 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 	before := est(plan, block)
 	force := !dry && p.root.Force(sid)
 	if !dry && (force || before >= threshold) {
-		budget := int(p.cfg().TrimToFraction * float64(threshold))
-		provisional := PointerText(sid, 0)
-		under := func(pl cutPlan) bool { return est(pl, provisional) < budget }
-		next := planTrim(msgs, plan, under, bindsThinkingToPrefix(req.model, req.thinking) && !p.contractStripOnly)
-		// A trim the threshold asks for must make the request smaller: dropping one short
-		// step while adding the pointer would grow it and still cost the prompt cache. A
-		// forced trim (/smarter-compact) is the user's call.
-		if next.active() && next.dropped(msgs) > plan.dropped(msgs) &&
-			(force || est(next, PointerText(sid, next.dropped(msgs))) < before) {
-			dropped := next.dropped(msgs)
-			plan, block = next, PointerText(sid, dropped)
-			*ts = threadState{Cut: msgs[plan.cut].key, KeepHead: plan.keepHead, Dropped: dropped, Block: block, Sample: ts.Sample}
-			if plan.gap > plan.cutEnd+1 && plan.gap < len(msgs) {
-				ts.Gap = msgs[plan.gap].key
-			}
-			if start, last := latestRun(msgs); last >= 0 && plan.strip >= start {
-				// named by the start of the latest assistant run at trim time; models that
-				// bind thinking strip that message too (api-rules §1.7.4)
-				if plan.strip > last {
-					ts.StripFP, ts.StripAfter = msgs[last].key, true
-				} else {
-					ts.StripFP = msgs[start].key
-				}
-			}
-			trimmed = 2
-			after := est(plan, block)
-			sess.dirty = true
-			if err := p.root.SaveTrimState(sid, sess.stateJSON()); err != nil {
-				p.storeFault(err) // stays dirty: Close tries again
-			} else {
-				sess.dirty, sess.saved = false, now
-			}
-			p.event(sid, store.Event{At: now, Kind: "trim", Version: p.version,
-				TokensBefore: i64(before), TokensAfter: i64(after), Dropped: i64(dropped)})
-			p.log.Info("trim", "session", sid, "tokens_before", before, "tokens_after", after, "dropped", dropped, "forced", force)
+		if next, nblock, ok := p.newCut(sess, sid, ts, req, msgs, plan, threshold, before, force, now, est); ok {
+			plan, block, trimmed = next, nblock, 2
 		}
 		if force {
-			if err := p.root.ClearForce(sid); err != nil {
-				p.log.Warn("smarter-compact: clearing the force flag failed", "session", sid, "err", err.Error())
-			}
+			p.clearForce(sid)
 		}
 	}
 
 	v := render(req, msgs, plan, block, p.cfg().StandingInstruction, tg.family)
 	if !dry {
-		if p.storeRows(sess, thread, msgs, plan, now) {
-			sess.keepThread(req.format, thread, msgs)
-		} else {
-			// the rows of messages the fast path reuses must be parsed again, with their text
-			clear(sess.threads)
-		}
-		sess.last = remember(req, msgs, sess.last)
-		sess.used = now
-		p.recount(sess)
+		p.keepRequest(sess, thread, req, msgs, plan, now)
 	}
 	return &rewritten{body: v.body, format: req.format, sess: sess, thread: thread, model: req.model, chars: v.chars,
 		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt}, nil
+}
+
+// threadPlan returns the thread's trim state, its stored cut found in msgs, and the
+// pointer text that cut carries ("" without one). dry (count_tokens) leaves no new thread
+// in the saved state.
+func (s *session) threadPlan(thread string, msgs []*message, dry bool) (*threadState, cutPlan, string) {
+	ts := s.state.Threads[thread]
+	if ts == nil {
+		ts = &threadState{}
+		if !dry { // a count_tokens call must leave no trace in the saved state
+			s.state.Threads[thread] = ts
+		}
+	}
+	plan := resolvePlan(ts, msgs)
+	block := ts.Block
+	if !plan.active() {
+		block = ""
+	}
+	return ts, plan, block
+}
+
+// keepRequest stores the request's rows and keeps what the fast path needs of it: the
+// thread's messages, the request's known shape, and the cache's size (sess.mu held).
+func (p *Proxy) keepRequest(sess *session, thread string, req *request, msgs []*message, plan cutPlan, now time.Time) {
+	if p.storeRows(sess, thread, msgs, plan, now) {
+		sess.keepThread(req.format, thread, msgs)
+	} else {
+		// the rows of messages the fast path reuses must be parsed again, with their text
+		clear(sess.threads)
+	}
+	sess.last = remember(req, msgs, sess.last)
+	sess.used = now
+	p.recount(sess)
+}
+
+// newCut plans a new cut for a request at or over the threshold, or forced (contract: Trim),
+// and when it drops more than the current plan and (unless forced) makes the request
+// smaller, records it in ts and the trim state file, writes the trim event and returns the
+// plan and its pointer text. est is the request's calibrated estimate of a plan and block.
+func (p *Proxy) newCut(sess *session, sid string, ts *threadState, req *request, msgs []*message, plan cutPlan,
+	threshold, before int, force bool, now time.Time, est func(cutPlan, string) int) (cutPlan, string, bool) {
+	budget := int(p.cfg().TrimToFraction * float64(threshold))
+	provisional := PointerText(sid, 0)
+	under := func(pl cutPlan) bool { return est(pl, provisional) < budget }
+	next := planTrim(msgs, plan, under, bindsThinkingToPrefix(req.model, req.thinking) && !p.contractStripOnly)
+	// A trim the threshold asks for must make the request smaller: dropping one short
+	// step while adding the pointer would grow it and still cost the prompt cache. A
+	// forced trim (/smarter-compact) is the user's call.
+	if !next.active() || next.dropped(msgs) <= plan.dropped(msgs) ||
+		!(force || est(next, PointerText(sid, next.dropped(msgs))) < before) {
+		return plan, "", false
+	}
+	dropped := next.dropped(msgs)
+	plan, block := next, PointerText(sid, dropped)
+	*ts = threadState{Cut: msgs[plan.cut].key, KeepHead: plan.keepHead, Dropped: dropped, Block: block, Sample: ts.Sample}
+	if plan.gap > plan.cutEnd+1 && plan.gap < len(msgs) {
+		ts.Gap = msgs[plan.gap].key
+	}
+	if start, last := latestRun(msgs); last >= 0 && plan.strip >= start {
+		// named by the start of the latest assistant run at trim time; models that
+		// bind thinking strip that message too (api-rules §1.7.4)
+		if plan.strip > last {
+			ts.StripFP, ts.StripAfter = msgs[last].key, true
+		} else {
+			ts.StripFP = msgs[start].key
+		}
+	}
+	after := est(plan, block)
+	sess.dirty = true
+	if err := p.root.SaveTrimState(sid, sess.stateJSON()); err != nil {
+		p.storeFault(err) // stays dirty: Close tries again
+	} else {
+		sess.dirty, sess.saved = false, now
+	}
+	p.event(sid, store.Event{At: now, Kind: "trim", Version: p.version,
+		TokensBefore: i64(before), TokensAfter: i64(after), Dropped: i64(dropped)})
+	p.log.Info("trim", "session", sid, "tokens_before", before, "tokens_after", after, "dropped", dropped, "forced", force)
+	return plan, block, true
 }
 
 func i64(n int) *int64 { v := int64(n); return &v }
@@ -240,101 +257,6 @@ func resolvePlan(ts *threadState, msgs []*message) cutPlan {
 	return p
 }
 
-// storeRows queues the request's rows with their in_context flags on the session's write
-// queue (contract: Rows), so the request goes upstream without waiting for SQLite. A
-// database error is logged as a fail-open line from the queue; the request has its view.
-//
-// Once stored, a row's text is freed (settleStores, at the session's next request): the
-// thread cache keeps the message for the fast path and the store has the text, so a session
-// costs about its request's size in memory rather than twice that. ok is false when the
-// session database could not be opened; the caller then drops the thread cache.
-func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cutPlan, now time.Time) (ok bool) {
-	sid := sess.sid
-	cutFP := ""
-	if plan.active() {
-		cutFP = msgs[plan.cut].firstFP
-	}
-	n := 0
-	for _, m := range msgs {
-		n += len(m.rows)
-	}
-	rows := make([]store.RowWrite, 0, n)
-	for i, m := range msgs {
-		kept := plan.kept(msgs, i)
-		strip := stripped(msgs, plan, i)
-		for _, r := range m.rows {
-			in := kept && !(strip && r.kind == "thinking")
-			w := store.RowWrite{Fingerprint: r.fp, Thread: thread, Role: r.role, Kind: r.kind,
-				Name: r.name, Text: r.text, BlobID: r.blobID, InContext: in, TextGone: m.textGone}
-			if !in {
-				w.CutFingerprint = cutFP
-			}
-			rows = append(rows, w)
-		}
-	}
-	db, err := p.root.Session(sid)
-	if err != nil {
-		p.storeFault(err)
-		return false
-	}
-	job := &storeJob{msgs: msgs}
-	onStored := p.cfg().OnRowsStored
-	db.SyncRowsLater(rows, now, func(res store.SyncResult, err error) {
-		switch {
-		case errors.Is(err, store.ErrTextGone):
-			p.log.Warn("smarter-compact: the session's database lacks rows it had stored; the next request stores them again", "session", sid)
-		case err != nil:
-			p.storeFault(err)
-		}
-		if res.Inserted > 0 && onStored != nil {
-			onStored(sid)
-		}
-		job.err = err
-		job.done.Store(true)
-	})
-	sess.stores = append(sess.stores, job)
-	return true
-}
-
-// storeJob is a request's rows on the write queue: the messages they came from, and how
-// the write ended (err is written before done, and read only after done reads true).
-type storeJob struct {
-	msgs []*message
-	err  error
-	done atomic.Bool
-}
-
-// settleStores looks at the session's finished row writes, oldest first (s.mu held): a
-// stored request's rows free their text; a failed one drops the thread cache, so the next
-// request parses every message again and stores what is missing, text and all.
-func (p *Proxy) settleStores(s *session) {
-	kept := s.stores[:0]
-	for _, job := range s.stores {
-		if !job.done.Load() {
-			kept = append(kept, job)
-			continue
-		}
-		if job.err != nil {
-			clear(s.threads)
-			continue
-		}
-		for _, m := range job.msgs {
-			if m.textGone {
-				continue
-			}
-			for i := range m.rows {
-				m.rows[i].text = ""
-			}
-			for i := range m.pre { // Chat and Responses rows share these strings
-				m.pre[i].text = ""
-			}
-			m.textGone = true
-		}
-	}
-	clear(s.stores[len(kept):])
-	s.stores = kept
-}
-
 // event queues e on the session's write queue, after the rows queued before it.
 func (p *Proxy) event(sid string, e store.Event) {
 	failed := func(err error) {
@@ -346,6 +268,24 @@ func (p *Proxy) event(sid string, e store.Event) {
 		return
 	}
 	db.AddEventLater(e, failed)
+}
+
+// anthropicBreakpoints is breakpoints for an Anthropic request; nil and "" on the other
+// routes (contract: Events).
+func anthropicBreakpoints(req *request, msgs []*message) (*int64, string) {
+	if req.format != anthropicFormat {
+		return nil, ""
+	}
+	n, at := breakpoints(req, msgs)
+	return &n, at
+}
+
+// clearForce deletes the session's force flag once a forced request was trimmed or found
+// nothing to drop.
+func (p *Proxy) clearForce(sid string) {
+	if err := p.root.ClearForce(sid); err != nil {
+		p.log.Warn("smarter-compact: clearing the force flag failed", "session", sid, "err", err.Error())
+	}
 }
 
 // breakpoints counts the incoming request's cache_control markers and names their
@@ -382,102 +322,6 @@ func countMarkers(raw []byte) int {
 			n++
 		}
 	}
-}
-
-// lockedSession returns the session for sid with its lock held, making sure it is still
-// the one in the map (an eviction between lookup and lock would leave two).
-func (p *Proxy) lockedSession(sid string) (*session, error) {
-	for {
-		s, err := p.session(sid)
-		if err != nil {
-			return nil, err
-		}
-		s.mu.Lock()
-		p.mu.Lock()
-		current := p.sessions[sid] == s
-		p.mu.Unlock()
-		if current {
-			return s, nil
-		}
-		s.mu.Unlock()
-	}
-}
-
-// session returns the in-memory session for sid, loading its trim state on first use.
-func (p *Proxy) session(sid string) (*session, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if s := p.sessions[sid]; s != nil {
-		return s, nil
-	}
-	b, err := p.root.LoadTrimState(sid)
-	if err != nil {
-		return nil, err
-	}
-	s := &session{sid: sid, state: decodeTrimState(b), threads: map[string][]*message{}}
-	p.evictLocked()
-	p.sessions[sid] = s
-	return s, nil
-}
-
-// maxSessions bounds the sessions kept in memory; the least recently used one goes first.
-// Its trim state is on disk, so only the fast path's cache is lost.
-const maxSessions = 64
-
-func (p *Proxy) evictLocked() {
-	if len(p.sessions) < maxSessions {
-		return
-	}
-	var oldest string
-	var at time.Time
-	for sid, s := range p.sessions {
-		if s.mu.TryLock() {
-			used := s.used
-			s.mu.Unlock()
-			if oldest == "" || used.Before(at) {
-				oldest, at = sid, used
-			}
-		}
-	}
-	if s := p.sessions[oldest]; s != nil {
-		go p.saveState(s)
-	}
-	delete(p.sessions, oldest)
-}
-
-// peekKnown returns the previous request of a session already in memory, nil when there
-// is none. The known shape is never changed once made, so it may be read after the lock.
-func (p *Proxy) peekKnown(sid string) *known {
-	p.mu.Lock()
-	s := p.sessions[sid]
-	p.mu.Unlock()
-	if s == nil {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.last
-}
-
-// noteSource records where a session's id came from (issue: session ids, which source) in
-// the trim state and logs it once per session and source. It records the route's agent
-// too; "unknown" and "" leave a known agent in place.
-func (p *Proxy) noteSource(s *session, source, agent string) {
-	if agent != "" && agent != "unknown" && s.state.Agent != agent {
-		s.state.Agent = agent
-		s.dirty = true
-	}
-	if source == "" || s.state.Source == source {
-		return
-	}
-	s.state.Source = source
-	s.dirty = true
-	p.log.Info("session", "session", s.sid, "source", source)
-}
-
-func (s *session) stateJSON() []byte {
-	b, _ := json.Marshal(s.state)
-	return b
 }
 
 // storeFault logs a context-store error on the request path: the request goes on with its

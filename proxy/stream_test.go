@@ -90,6 +90,9 @@ func TestIdleUpstreamIsCut(t *testing.T) {
 	}
 }
 
+// waitFor polls ok for up to two seconds. It stays a poll, not testing/synctest: what it
+// waits for (a usage event after a stream over httptest's real sockets, written by the
+// store's queue into cgo SQLite) is not durably blocking, so a bubble could not wait for it.
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
 	for i := 0; i < 200; i++ {

@@ -91,3 +91,40 @@ func lastMessageRole(t *testing.T, body []byte) string {
 	}
 	return desc
 }
+
+// R10. On a model that binds thinking to its prefix the strip point is "the message after
+// the latest assistant message" (planTrim: strip = la+1). When the trimming request ends
+// with an assistant message (a pause_turn continuation after a server tool, or a prefill on
+// a model that allows it), la+1 == len(msgs): rewrite() then stores no strip_fp, and
+// resolvePlan on the following requests strips nothing. The kept reply before the cut still
+// carries thinking bound to the untrimmed prefix, and the API answers "bound to a different
+// conversation" (api-rules §1.7.4) on every request until the next trim.
+//
+// Regression test from the first review of proxy/ (R1…R11 name its findings).
+func TestReviewStripPointSurvivesATrimOfARequestEndingWithAnAssistantMessage(t *testing.T) {
+	rules := fakeupstream.DefaultRules("claude-opus-5-5")
+	rules.RejectPrefill = false // the request may end with an assistant message (pause_turn, prefill)
+	r := newRig(t, testSettings(1_000_000), fakeupstream.Options{Models: map[string]fakeupstream.ModelRules{"claude-opus-5-5": rules}})
+	c := r.client(t, "tail", "claude-opus-5-5")
+	c.userTurn("one, use tools", output(3, 1))
+	c.userTurn("two", output(1, 0))
+	c.userTurn("three", output(1, 0))
+
+	// The request that trims ends with an assistant message.
+	must(t, r.root.SetForce("tail"))
+	c.msgs = append(c.msgs, map[string]any{"role": "user", "content": "four"})
+	c.msgs = append(c.msgs, map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": "Answer:"}}})
+	if status, body := c.send(); status != 200 {
+		t.Fatalf("trimming request: %d %s", status, body)
+	}
+	// The next request carries the same history up to "four" (the prefill and its
+	// continuation are dropped, as a client retrying without prefill would).
+	c.msgs = c.msgs[:len(c.msgs)-2]
+	if status, body := c.send(); status != 200 {
+		t.Fatalf("the request after the trim was rejected: %d %s", status, body)
+	}
+	reqs := r.fake.Requests()
+	if !strings.Contains(string(reqs[len(reqs)-1].Body), "[smarter-compact: continuing session tail;") {
+		t.Fatal("the request after the trim does not carry the cut: the test tests nothing")
+	}
+}

@@ -1,5 +1,10 @@
 package proxy
 
+import (
+	"bytes"
+	"strings"
+)
+
 // The trim (contract: Trim). It works on the message list of one thread and decides which
 // messages the view keeps. It never looks at bytes: rendering is view.go's job.
 
@@ -293,4 +298,18 @@ func planTrim(msgs []*message, old cutPlan, under func(p cutPlan) bool, bindsPre
 		}
 	}
 	return p
+}
+
+// bindsThinkingToPrefix reports whether the model checks that a thinking block's earlier
+// conversation is unchanged (api-rules §1.7.4: Fable 5.1 and Opus 5.5), or the request sets
+// thinking.block_binding itself. Other models keep the contract's strip: guessing wrong
+// there costs a fatal "Expected thinking" 400 in an open tool loop, while an unlisted model
+// that does bind costs one "bound to a different conversation" 400 that Claude Code
+// recovers from by resending without thinking (research/clients.md, gotchas).
+func bindsThinkingToPrefix(model string, thinking []byte) bool {
+	if bytes.Contains(thinking, []byte(`"block_binding"`)) {
+		return true
+	}
+	m := strings.ToLower(model)
+	return strings.Contains(m, "opus-5-5") || strings.Contains(m, "fable-5-1")
 }

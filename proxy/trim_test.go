@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 )
 
 // Shorthand message builders for trim tests: u text, a reply, at tool call, ur result,
@@ -168,5 +171,114 @@ func TestPlanTrimGapGrowsUnderBudgetAndOnlyMovesForward(t *testing.T) {
 	}
 	if p2.gap == 1 {
 		t.Fatal("the step right after the cut turn must never be kept in the tail")
+	}
+}
+
+// R2. FIXED during the review by commit 90d4630 ("pinned system messages follow their
+// turn"): fails on eb055c9, passes on 90d4630; kept as a regression test.
+// Claude Code's mid-conversation role "system" message (messages[1]: environment,
+// deferred tool names, agent types, skills) is dropped by the in-turn gap when the first
+// turn is still in flight (cut == first real user turn). plan.kept treats every message
+// after the cut as tail, pinned or not. anthropic.go documents pinned messages as "never
+// dropped", and the preserved-thinking guidance to proxies (api-rules §1.7.4) says "Leave a
+// role: "system" message where the caller put it". Losing it mid-task also loses the list
+// of deferred tools the model can load through ToolSearch.
+//
+// Regression test from the first review of proxy/ (R1…R11 name its findings).
+func TestReviewPinnedSystemMessageSurvivesAFirstTurnGapTrim(t *testing.T) {
+	r := newRig(t, testSettings(2500), fakeupstream.Options{})
+	c := r.client(t, "pinned", "claude-mythos-5-1")
+	c.userTurn("one long task, use tools", output(25, 12))
+	reqs := r.accepted(t)
+	trimmed := false
+	for i, rec := range reqs {
+		body := string(rec.Body)
+		if !strings.Contains(body, "[smarter-compact: continuing session pinned;") {
+			continue
+		}
+		trimmed = true
+		if !strings.Contains(body, "Environment: cwd /work") {
+			t.Fatalf("request %d (trimmed) dropped the role \"system\" message the client put at messages[1]", i)
+		}
+	}
+	if !trimmed {
+		t.Fatal("the first turn was never trimmed: the test tests nothing")
+	}
+}
+
+// A later turn sent as two user items (Codex: <environment_context> then the prompt) is one
+// cut turn: the in-turn gap once dropped the prompt and kept only the environment item,
+// which carried the pointer.
+//
+// Regression test from the review of the OpenAI adapters.
+func TestCutTurnOfTwoUserItemsKeepsItsPrompt(t *testing.T) {
+	dev := `{"type":"message","role":"developer","content":[{"type":"input_text","text":"sys"}]}`
+	items := []string{dev, regUser("<environment_context>a</environment_context>"), regUser("task one"), regAsst("done one"), regUser("task mid"), regAsst("done mid"),
+		regUser("<environment_context>b</environment_context>"), regUser("TASK TWO: fix the bug")}
+	for n := 1; n <= 6; n++ {
+		items = append(items, regStep(n))
+	}
+	body := []byte(`{"model":"gpt-5.4","input":[` + strings.Join(items, ",") + `]}`)
+	e := newAdEnv(t, testSettings(1_000_000))
+	res := e.send(t, adCodex, adHeader("two"), body, true)
+	if res.trimmed != 2 {
+		t.Fatalf("trimmed = %d", res.trimmed)
+	}
+	if !strings.Contains(string(res.body), "TASK TWO: fix the bug") {
+		t.Fatalf("the cut turn's prompt is not in the view:\n%s", respIDs(t, res.body))
+	}
+}
+
+// A trim the threshold asks for must shrink the request: dropping two short messages while
+// adding a pointer of about 1 KB made it bigger (seen by a new user with a small threshold:
+// tokens_before=11430 tokens_after=11577). A forced trim still happens.
+//
+// Regression test from the review of the OpenAI adapters.
+func TestThresholdTrimThatWouldGrowTheRequestIsSkipped(t *testing.T) {
+	body := []byte(`{"model":"gpt-5.4","messages":[{"role":"system","content":"sys"},` +
+		`{"role":"user","content":"task"},{"role":"assistant","content":"r1"},` +
+		`{"role":"user","content":"q2"},{"role":"assistant","content":"r2"},{"role":"user","content":"q3"}]}`)
+	h := http.Header{}
+	h.Set("X-Session-Id", "grow")
+	p := benchProxy(t, 1) // every request is over the threshold
+	res, _, err := p.rewriteAs(target{chatFormat, "openai"}, h, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.trimmed != 0 || strings.Contains(string(res.body), "[smarter-compact: continuing session") {
+		t.Fatalf("a trim that drops 2 short messages and adds the pointer was made (trimmed=%d)", res.trimmed)
+	}
+
+	forced := benchProxy(t, 1)
+	if err := forced.root.SetForce("grow"); err != nil {
+		t.Fatal(err)
+	}
+	res, _, err = forced.rewriteAs(target{chatFormat, "openai"}, h, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.trimmed != 2 {
+		t.Fatalf("a forced trim was skipped (trimmed=%d)", res.trimmed)
+	}
+}
+
+func TestForceFlagTrimsBelowTheThresholdAndIsDeleted(t *testing.T) {
+	r := newRig(t, testSettings(1_000_000), fakeupstream.Options{})
+	c := r.client(t, "forced", "claude-opus-5-5")
+	c.userTurn("one, use tools", output(3, 1))
+	c.userTurn("two", output(1, 0))
+	must(t, r.root.SetForce("forced"))
+	c.userTurn("three", output(1, 0))
+	reqs := r.accepted(t)
+	if !strings.Contains(string(reqs[len(reqs)-1].Body), "[smarter-compact: continuing session forced; ") {
+		t.Fatal("the forced request carries no pointer")
+	}
+	if r.root.Force("forced") {
+		t.Fatal("the .force flag was not deleted")
+	}
+	var trims int
+	must(t, sessionDB(t, r, "forced").QueryRow(`SELECT count(*) FROM events WHERE kind='trim'`).Scan(&trims))
+	if trims != 1 {
+		t.Fatalf("%d trim events, want 1", trims)
 	}
 }

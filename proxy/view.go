@@ -22,10 +22,7 @@ func renderContent(m *message, pointer string, strip bool) []byte {
 	}
 	// The pointer leads the turn, after any tool_result blocks, which must come first in a
 	// user message (api-rules §1.4).
-	lead := 0
-	for lead < len(m.blocks) && m.blocks[lead].typ == "tool_result" && !m.stringContent {
-		lead++
-	}
+	lead := leadingResults(m)
 	if pointer != "" && lead == 0 {
 		add(textBlockJSON(pointer))
 	}
@@ -56,6 +53,15 @@ func renderContent(m *message, pointer string, strip bool) []byte {
 	}
 	content = append(content, ']')
 	return spliceObject(make([]byte, 0, len(m.raw)+len(content)), m.raw, m.members, map[int][]byte{m.contentAt: content})
+}
+
+// leadingResults counts the tool_result blocks that open m's content.
+func leadingResults(m *message) int {
+	lead := 0
+	for lead < len(m.blocks) && m.blocks[lead].typ == "tool_result" && !m.stringContent {
+		lead++
+	}
+	return lead
 }
 
 func textBlockJSON(text string) []byte {

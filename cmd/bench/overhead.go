@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -303,10 +302,10 @@ func warmStream(r *rig, lc *latencyCase, prefix string, onlyArm *int) error {
 		sessions++
 		c = convoOf(fmt.Sprintf("%s-%04d", prefix, sessions), lc.Tokens)
 		if onlyArm != nil {
-			_, _, err := r.send(*onlyArm, c.sid, c.body())
+			_, _, err := r.send(*onlyArm, c.SID, c.body())
 			return err
 		}
-		return r.all(c.sid, c.body())
+		return r.all(c.SID, c.body())
 	}
 	if err := fresh(); err != nil {
 		return err
@@ -324,12 +323,12 @@ func warmStream(r *rig, lc *latencyCase, prefix string, onlyArm *int) error {
 		body := c.body()
 		total += len(body)
 		if onlyArm != nil {
-			if _, _, err := r.send(*onlyArm, c.sid, body); err != nil {
+			if _, _, err := r.send(*onlyArm, c.SID, body); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := r.measure(lc, i, c.sid, body); err != nil {
+		if err := r.measure(lc, i, c.SID, body); err != nil {
 			return err
 		}
 	}
@@ -344,24 +343,22 @@ func cutStream(r *rig, lc *latencyCase, prefix, stateDir string) ([]string, erro
 	var sids []string
 	total := 0
 	for i := 0; i < lc.N; i++ {
-		c := base.clone()
-		c.sid = fmt.Sprintf("%s-%04d", prefix, i+1)
-		c.tail = strings.Replace(base.tail, base.sid, c.sid, 1)
-		if err := r.all(c.sid, c.body()); err != nil {
+		c := base.withSession(fmt.Sprintf("%s-%04d", prefix, i+1))
+		if err := r.all(c.SID, c.body()); err != nil {
 			return sids, err
 		}
 		if stateDir != "" {
-			if err := forceCut(stateDir, c.sid); err != nil {
+			if err := forceCut(stateDir, c.SID); err != nil {
 				return sids, err
 			}
 		}
 		c.add()
 		body := c.body()
 		total += len(body)
-		if err := r.measure(lc, i, c.sid, body); err != nil {
+		if err := r.measure(lc, i, c.SID, body); err != nil {
 			return sids, err
 		}
-		sids = append(sids, c.sid)
+		sids = append(sids, c.SID)
 	}
 	lc.Bytes = total / max(lc.N, 1)
 	return sids, nil
@@ -390,7 +387,7 @@ func rpsRun(ctx context.Context, r *rig, srv *proc, sessions, tokens int, second
 			for s := range convos {
 				gen++
 				convos[s] = convoOf(fmt.Sprintf("bench-rps%d-%d-%d", sessions, arm, gen), tokens)
-				wg.Go(func() { _, _, errs[s] = r.send(arm, convos[s].sid, convos[s].body()) })
+				wg.Go(func() { _, _, errs[s] = r.send(arm, convos[s].SID, convos[s].body()) })
 			}
 			wg.Wait()
 			var mu sync.Mutex
@@ -401,7 +398,7 @@ func rpsRun(ctx context.Context, r *rig, srv *proc, sessions, tokens int, second
 					for i := 0; i < rpsSteps && errs[s] == nil; i++ {
 						c.add()
 						var lb time.Duration
-						_, lb, errs[s] = r.send(arm, c.sid, c.body())
+						_, lb, errs[s] = r.send(arm, c.SID, c.body())
 						mu.Lock()
 						lat = append(lat, ms(lb))
 						mu.Unlock()

@@ -65,7 +65,7 @@ func profileServe(ctx context.Context, r *rig, tmp string, cfg serveConfig, pl o
 	defer func() { r.urls[armServe] = saved }()
 	r.urls[armServe] = p.url() + "/claude-code/v1/messages?beta=true"
 	send := func(c *convo) error {
-		_, _, err := r.send(armServe, c.sid, c.body())
+		_, _, err := r.send(armServe, c.SID, c.body())
 		return err
 	}
 	tokens := 120_000
@@ -111,13 +111,11 @@ func profileServe(ctx context.Context, r *rig, tmp string, cfg serveConfig, pl o
 	for done := 0; done < pl.CutN[tokens] && ctx.Err() == nil; {
 		var batch []*convo
 		for ; len(batch) < 30 && done < pl.CutN[tokens]; done++ {
-			c := base.clone()
-			c.sid = fmt.Sprintf("bench-prof-cut-%04d", done+1)
-			c.tail = strings.Replace(base.tail, base.sid, c.sid, 1)
+			c := base.withSession(fmt.Sprintf("bench-prof-cut-%04d", done+1))
 			if err := send(c); err != nil {
 				return nil, err
 			}
-			if err := forceCut(p.stateDir, c.sid); err != nil {
+			if err := forceCut(p.stateDir, c.SID); err != nil {
 				return nil, err
 			}
 			c.add()

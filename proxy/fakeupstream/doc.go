@@ -15,9 +15,13 @@
 // stubs for Codex: POST …/responses/compact, GET …/models, and a 426 for the websocket
 // upgrade, which makes Codex fall back to HTTP (clients.md).
 //
+// Convo builds the requests of a Claude Code, Codex or OpenCode conversation without a model
+// (convo.go), for the proxy's benchmarks, the bench and the soak.
+//
 // It is not part of the product: nothing in the binary's request path imports it. Tests of
 // proxy, and the end-to-end test that drives the real Claude Code CLI through the proxy, point
-// the Anthropic upstream at a Server. It imports nothing of ours, so any test may import it.
+// the Anthropic upstream at a Server; the bench (a command) uses Server and Convo. It imports
+// nothing of ours, so any test or command may import it.
 //
 // Error texts that api-rules.md quotes are reproduced exactly. The others are ours: the
 // pydantic-style schema errors ("…: Field required", "…: Input should be …") follow the

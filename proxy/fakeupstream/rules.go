@@ -130,6 +130,28 @@ func textRule(where string, b map[string]any) *Error {
 // Lenient), role "system" placement, non-empty content, and no prefill.
 func (s *Server) checkSequence(p *parsed, rules ModelRules) *Error {
 	msgs := p.msgs
+	if err := checkSystemRole(msgs, rules); err != nil {
+		return err
+	}
+	if !s.opts.Lenient {
+		if err := checkAlternation(msgs); err != nil {
+			return err
+		}
+	}
+	last := len(msgs) - 1
+	for i, m := range msgs {
+		if len(m.blocks) == 0 && !(i == last && m.role == "assistant") {
+			return invalid("messages.%d: all messages must have non-empty content except for the optional final assistant message", i)
+		}
+	}
+	if rules.RejectPrefill && !p.countTokens && msgs[last].role == "assistant" {
+		return invalid("This model does not support assistant message prefill. The conversation must end with a user message.")
+	}
+	return nil
+}
+
+// checkSystemRole checks where a role "system" message may stand and what it may hold (§1.3).
+func checkSystemRole(msgs []msg, rules ModelRules) *Error {
 	for i, m := range msgs {
 		if m.role != "system" {
 			continue
@@ -153,29 +175,24 @@ func (s *Server) checkSequence(p *parsed, rules ModelRules) *Error {
 			}
 		}
 	}
-	if !s.opts.Lenient {
-		if msgs[0].role != "user" {
-			return invalid(`messages: first message must use the "user" role`)
-		}
-		prev := ""
-		for _, m := range msgs {
-			if m.role == "system" {
-				continue // transparent for alternation
-			}
-			if m.role == prev {
-				return invalid(`messages: roles must alternate between "user" and "assistant", but found multiple %q roles in a row`, m.role)
-			}
-			prev = m.role
-		}
+	return nil
+}
+
+// checkAlternation: the first message is user and the roles alternate, role "system"
+// messages aside (§1.3).
+func checkAlternation(msgs []msg) *Error {
+	if msgs[0].role != "user" {
+		return invalid(`messages: first message must use the "user" role`)
 	}
-	last := len(msgs) - 1
-	for i, m := range msgs {
-		if len(m.blocks) == 0 && !(i == last && m.role == "assistant") {
-			return invalid("messages.%d: all messages must have non-empty content except for the optional final assistant message", i)
+	prev := ""
+	for _, m := range msgs {
+		if m.role == "system" {
+			continue // transparent for alternation
 		}
-	}
-	if rules.RejectPrefill && !p.countTokens && msgs[last].role == "assistant" {
-		return invalid("This model does not support assistant message prefill. The conversation must end with a user message.")
+		if m.role == prev {
+			return invalid(`messages: roles must alternate between "user" and "assistant", but found multiple %q roles in a row`, m.role)
+		}
+		prev = m.role
 	}
 	return nil
 }
@@ -189,7 +206,18 @@ func endsWithServerToolUse(m msg) bool {
 // message, tool_use ids are unique, and server tool results follow their server_tool_use in
 // the same message.
 func checkToolPairing(p *parsed, _ ModelRules) *Error {
-	msgs := p.msgs
+	if err := checkToolBlockPlacement(p.msgs); err != nil {
+		return err
+	}
+	if err := checkToolUsesAnswered(p.msgs); err != nil {
+		return err
+	}
+	return checkToolResultsAnswer(p.msgs)
+}
+
+// checkToolBlockPlacement: tool blocks in messages of the right role, unique tool_use ids,
+// server tool results after their server_tool_use in the same message.
+func checkToolBlockPlacement(msgs []msg) *Error {
 	seen := map[string]bool{}
 	for i, m := range msgs {
 		serverIDs := map[string]bool{}
@@ -215,6 +243,11 @@ func checkToolPairing(p *parsed, _ ModelRules) *Error {
 			}
 		}
 	}
+	return nil
+}
+
+// checkToolUsesAnswered: every tool_use is answered at the start of the next message.
+func checkToolUsesAnswered(msgs []msg) *Error {
 	for i, m := range msgs {
 		if m.role != "assistant" {
 			continue
@@ -251,6 +284,11 @@ func checkToolPairing(p *parsed, _ ModelRules) *Error {
 			return invalid("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after: %s. Each `tool_use` block must have a corresponding `tool_result` block in the next message.", at, strings.Join(missing, ", "))
 		}
 	}
+	return nil
+}
+
+// checkToolResultsAnswer: every tool_result answers a tool_use of the previous message.
+func checkToolResultsAnswer(msgs []msg) *Error {
 	for i, m := range msgs {
 		for j, b := range m.blocks {
 			if str(b, "type") != "tool_result" {

@@ -111,42 +111,9 @@ func (s *Server) checkThinking(p *parsed, rules ModelRules) (thinkingState, *Err
 	st := thinkingState{msgs: p.msgs}
 	drop := map[[2]int]bool{}
 	if rules.BindsThinkingToPrefix {
-		bd := bindingOf(p, p.msgs)
-		dropping := false
-		var kept []uint64
-		for _, r := range refs {
-			reason := ""
-			switch {
-			case dropping:
-			case bd.tools != r.rec.tools:
-				reason = "The `tools` differ from the ones this block was created with." // our text
-			case bd.system != r.rec.system:
-				reason = "The `system` prompt differs from the one this block was created with."
-			case bd.before[[2]int{r.msg, r.block}] != r.rec.messages:
-				reason = "An earlier message differs from the one this block was created with." // our text
-			case !isSuffix(kept, r.rec.preds):
-				reason = "A thinking block before this one was removed, moved or put back." // our text
-			}
-			if reason == "" && !dropping {
-				kept = append(kept, r.rec.serial)
-				continue
-			}
-			if p.thinking.binding != "drop_block" {
-				text := "messages.%d.content.%d: Invalid `signature` in `thinking` block. The block is bound to a different conversation. Remove the block, or set `thinking.block_binding.prefix_mismatch_behavior` to \"drop_block\"."
-				if !p.hasBeta(BetaBlockBinding) {
-					text += " That setting requires the `thinking-binding-controls-2026-08-01` value in the `anthropic-beta` header."
-				}
-				return thinkingState{}, invalid(text+" %s", r.msg, r.block, reason)
-			}
-			// drop_block: this block and every thinking block after it (§1.7.4)
-			dropping = true
-			drop[[2]int{r.msg, r.block}] = true
-			st.dropped = append(st.dropped, InputTransformation{
-				Type: "thinking_block_dropped", Reason: "prefix_binding_mismatch",
-				MessageIndex: r.msg, ContentIndex: r.block,
-			})
+		if err := checkBinding(p, refs, &st, drop); err != nil {
+			return thinkingState{}, err
 		}
-		st.kept = kept
 	} else {
 		for _, r := range refs {
 			st.kept = append(st.kept, r.rec.serial)
@@ -164,6 +131,49 @@ func (s *Server) checkThinking(p *parsed, rules ModelRules) (thinkingState, *Err
 		}
 	}
 	return st, nil
+}
+
+// checkBinding checks each thinking block's prefix on a model that binds thinking to it
+// (§1.7.4): a mismatch is an error, or with drop_block drops the block and every thinking
+// block after it, recorded in st and drop.
+func checkBinding(p *parsed, refs []thinkingRef, st *thinkingState, drop map[[2]int]bool) *Error {
+	bd := bindingOf(p, p.msgs)
+	dropping := false
+	var kept []uint64
+	for _, r := range refs {
+		reason := ""
+		switch {
+		case dropping:
+		case bd.tools != r.rec.tools:
+			reason = "The `tools` differ from the ones this block was created with." // our text
+		case bd.system != r.rec.system:
+			reason = "The `system` prompt differs from the one this block was created with."
+		case bd.before[[2]int{r.msg, r.block}] != r.rec.messages:
+			reason = "An earlier message differs from the one this block was created with." // our text
+		case !isSuffix(kept, r.rec.preds):
+			reason = "A thinking block before this one was removed, moved or put back." // our text
+		}
+		if reason == "" && !dropping {
+			kept = append(kept, r.rec.serial)
+			continue
+		}
+		if p.thinking.binding != "drop_block" {
+			text := "messages.%d.content.%d: Invalid `signature` in `thinking` block. The block is bound to a different conversation. Remove the block, or set `thinking.block_binding.prefix_mismatch_behavior` to \"drop_block\"."
+			if !p.hasBeta(BetaBlockBinding) {
+				text += " That setting requires the `thinking-binding-controls-2026-08-01` value in the `anthropic-beta` header."
+			}
+			return invalid(text+" %s", r.msg, r.block, reason)
+		}
+		// drop_block: this block and every thinking block after it (§1.7.4)
+		dropping = true
+		drop[[2]int{r.msg, r.block}] = true
+		st.dropped = append(st.dropped, InputTransformation{
+			Type: "thinking_block_dropped", Reason: "prefix_binding_mismatch",
+			MessageIndex: r.msg, ContentIndex: r.block,
+		})
+	}
+	st.kept = kept
+	return nil
 }
 
 // checkLatest enforces "`thinking` or `redacted_thinking` blocks in the latest assistant

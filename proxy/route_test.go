@@ -11,6 +11,26 @@ import (
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
+// Every prefix the listener mounts (RoutePrefixes) reaches a route of routeFor, with and
+// without a tail, and a path that only starts like one does not.
+func TestRoutePrefixesAreRouted(t *testing.T) {
+	tails := map[string]string{OpenCodePrefix: "anthropic/v1/messages", V1Prefix: "messages"}
+	for _, prefix := range RoutePrefixes() {
+		tail := tails[prefix]
+		if tail == "" {
+			tail = "responses"
+		}
+		if _, ok := routeFor(httptest.NewRequest("POST", prefix+tail, nil)); !ok {
+			t.Errorf("%s%s: not routed", prefix, tail)
+		}
+	}
+	for _, path := range []string{"/claude-codex/v1/messages", "/v1", "/codexx/responses", "/backend-api/responses"} {
+		if rt, ok := routeFor(httptest.NewRequest("POST", path, nil)); ok {
+			t.Errorf("%s: routed to %+v, want no route", path, rt)
+		}
+	}
+}
+
 // TestAgentUpstreamOverride: a per-agent upstream takes that agent's traffic of the family
 // and no other agent's; unprefixed routes use it only when the agent is inferred.
 func TestAgentUpstreamOverride(t *testing.T) {

@@ -1,0 +1,90 @@
+package proxy
+
+// block is one content block of a message.
+type block struct {
+	raw       []byte
+	typ       string
+	toolUseID string // tool_result: the tool_use it answers; tool_use: its own id
+	// rendered replaces raw in the view (a compressed tool result), nil when unchanged.
+	rendered []byte
+}
+
+// message is one entry of the messages list, with what the trim needs to know about it.
+type message struct {
+	raw  []byte
+	role string
+	// pinned messages (Anthropic's mid-conversation role "system") stay in place, are never
+	// stored and never dropped by a cut before them.
+	pinned bool
+	// members of the message object; contentAt indexes "content".
+	members   []member
+	contentAt int
+	// stringContent is true when content is a JSON string (one implicit text block).
+	stringContent bool
+	blocks        []block
+
+	rows []row
+	// textGone: the rows' text was freed after the store took them (storeRows).
+	textGone bool
+	prevFP   string // chain value before this message
+	endFP    string // chain value after this message
+	firstFP  string // fingerprint of the first row ("" when the message has no rows)
+
+	realUser   bool // user message that is not only tool_result blocks
+	finalReply bool // assistant message with no tool calls
+	toolUses   []toolUse
+	toolResIDs []string
+	thinking   bool // has thinking or redacted_thinking blocks
+	// thinkingBytes is what a strip takes out of the message (blocks and their commas).
+	thinkingBytes int
+	// nonThinking counts blocks that survive a thinking strip.
+	nonThinking int
+	// binaryAdjust is subtracted from len(raw) for the estimate: base64 payloads count
+	// 6400 characters each (seed 001: token estimate).
+	binaryAdjust int
+	// markers counts cache_control markers in the message (breakpoints, contract: Events).
+	markers int
+	// rendered is the message as the view sends it when it differs from raw (compressed
+	// results); nil means raw.
+	rendered []byte
+
+	// pinAlways marks a pinned Chat or Responses system/developer message: every trim keeps
+	// it (contract: Trim, pinned messages). An Anthropic role "system" message instead
+	// stays exactly when the message before it stays.
+	pinAlways bool
+	// stepStart: the message opens a step of an agent loop (contract: in-turn gap).
+	stepStart bool
+	// key names the message in the trim state: the fingerprint of its first row, or, for
+	// a message without rows, a hash of the chain before it and of its bytes.
+	key string
+	// pre holds the rows of a Chat message or Responses item, computed at parse time;
+	// rowsFor chains them. nil for Anthropic messages, whose rows come from blocks.
+	pre []preRow
+	// Responses items: the item type, the member index of "id" (-1 when absent), whether
+	// it is a reasoning item, and whether the model produced it (reasoning, an assistant
+	// message, a call), which is what a reasoning item's linkage covers (api-rules §4.2).
+	itemType    string
+	idAt        int
+	reasoning   bool
+	modelOutput bool
+	// thinkingAt is the member index of a Chat message's thinking_blocks, -1 when absent.
+	thinkingAt int
+	// legacyFn names the function of a Chat legacy function_call or role "function"
+	// result ("" otherwise); numberLegacyCalls pairs them.
+	legacyFn string
+}
+
+// preRow is one row of a Chat message or Responses item before chaining. A tool_result's
+// name comes from its call id when the row is chained; compress names the member whose
+// text may be compressed ("" when none).
+type preRow struct {
+	role, kind, name, text string
+	callID, compress       string
+}
+
+type toolUse struct{ id, name string }
+
+// row is one stored row of a message (contract: Rows).
+type row struct {
+	fp, role, kind, name, text, blobID string
+}

@@ -1,0 +1,272 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// buildMessages parses the request's messages and gives each its rows, reusing the
+// messages of the thread's previous request where the bytes and the chain agree.
+//
+// The thread is named by the chain fingerprint after the first turn's last row, not by its
+// first row (contract: messages.thread says first row): Claude Code starts the main
+// conversation and each subagent with the same <system-reminder> block, so the first row
+// alone would make them one thread, and they would keep re-trimming each other. The first
+// turn is the first user message and the user messages right after it (firstRealUser),
+// so a turn that Codex sends as two items names the same thread as one message of two
+// blocks.
+func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread string, err error) {
+	msgs = make([]*message, len(req.rawMsgs))
+	names := map[string]string{}
+	var cache []*message
+	prev, firstTurn := "", ""
+	for i, raw := range req.rawMsgs {
+		if m := reusable(cache, i, prev, raw); m != nil {
+			msgs[i] = m
+			noteToolNames(names, m)
+			prev = m.endFP
+			continue
+		}
+		// A new message is copied out of the body, so the cache holds only the messages it
+		// keeps, not every body they first came in.
+		m, err := parseItem(req.format, bytes.Clone(raw))
+		if err != nil {
+			return nil, "", err
+		}
+		noteToolNames(names, m)
+		if err := p.rowsFor(m, prev, names); err != nil {
+			return nil, "", err
+		}
+		msgs[i] = m
+		prev = m.endFP
+		if thread != "" || m.pinned {
+			continue
+		}
+		// the first turn ends at the first message that is not a real user message
+		switch {
+		case m.role == "user" && m.realUser && m.firstFP != "":
+			firstTurn = m.endFP
+			continue
+		case firstTurn == "" && m.firstFP != "":
+			firstTurn = m.endFP
+		}
+		if firstTurn != "" {
+			thread = firstTurn
+			cache = s.threads[threadCacheKey(req.format, thread)]
+		}
+	}
+	if thread == "" {
+		thread = firstTurn
+	}
+	switch req.format {
+	case responsesFormat:
+		prepareItems(msgs, req.model)
+	case chatFormat:
+		numberLegacyCalls(msgs)
+	}
+	return msgs, thread, nil
+}
+
+// reusable returns the thread cache's message i when the request repeats it: the same bytes
+// after the same chain (prev). nil otherwise.
+func reusable(cache []*message, i int, prev string, raw []byte) *message {
+	if i < len(cache) && cache[i].prevFP == prev && bytes.Equal(cache[i].raw, raw) {
+		return cache[i]
+	}
+	return nil
+}
+
+// noteToolNames records the tool names of m's tool_use blocks by id, for the rows of the
+// tool_result blocks that answer them.
+func noteToolNames(names map[string]string, m *message) {
+	for _, u := range m.toolUses {
+		names[u.id] = u.name
+	}
+}
+
+// rowsFor builds the rows of a new message (contract: Rows) chained after prev, and the
+// compressed form of its large tool results (contract: compressed tool result).
+func (p *Proxy) rowsFor(m *message, prev string, names map[string]string) error {
+	m.prevFP = prev
+	defer func() {
+		if m.firstFP != "" {
+			m.key = m.firstFP
+		} else {
+			m.key = store.Fingerprint(m.prevFP, "", "item", "", string(m.raw))
+		}
+	}()
+	if m.pinned {
+		m.endFP = prev
+		return nil
+	}
+	if m.pre != nil || m.blocks == nil {
+		return p.preRowsFor(m, prev, names)
+	}
+	m.rows = make([]row, 0, len(m.blocks))
+	compressed := false
+	for bi := range m.blocks {
+		b := &m.blocks[bi]
+		role, kind, name, text, ok, err := blockRow(m, b, names)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		r := row{role: role, kind: kind, name: name, text: text}
+		if kind == "tool_result" && b.typ == "tool_result" {
+			blobID, rendered, err := p.compressToolResult(b.raw, text)
+			if err != nil {
+				return err
+			}
+			if rendered != nil {
+				r.blobID, b.rendered, compressed = blobID, rendered, true
+			}
+		}
+		prev = m.chainRow(r, prev)
+	}
+	m.endChain(prev)
+	if compressed {
+		m.rendered = renderContent(m, "", false)
+	}
+	return nil
+}
+
+// preRowsFor chains the rows of a Chat message or Responses item and compresses a large
+// tool result in the member its row names.
+func (p *Proxy) preRowsFor(m *message, prev string, names map[string]string) error {
+	m.rows = make([]row, 0, len(m.pre))
+	for _, pr := range m.pre {
+		r := row{role: pr.role, kind: pr.kind, name: pr.name, text: pr.text}
+		if pr.kind == "tool_result" && pr.callID != "" {
+			r.name = names[pr.callID]
+		}
+		if pr.compress != "" {
+			blobID, rendered, err := p.compressMember(m.raw, pr.compress, pr.text)
+			if err != nil {
+				return err
+			}
+			if rendered != nil {
+				r.blobID, m.rendered = blobID, rendered
+			}
+		}
+		prev = m.chainRow(r, prev)
+	}
+	m.endChain(prev)
+	return nil
+}
+
+// chainRow gives r its fingerprint after the chain value prev (contract: Rows), appends it
+// to m's rows and returns the new chain value.
+func (m *message) chainRow(r row, prev string) string {
+	r.fp = store.Fingerprint(prev, r.role, r.kind, r.name, r.text)
+	m.rows = append(m.rows, r)
+	return r.fp
+}
+
+// endChain records the chain value after m's last row and the fingerprint of its first.
+func (m *message) endChain(end string) {
+	m.endFP = end
+	if len(m.rows) > 0 {
+		m.firstFP = m.rows[0].fp
+	}
+}
+
+// storeRows queues the request's rows with their in_context flags on the session's write
+// queue (contract: Rows), so the request goes upstream without waiting for SQLite. A
+// database error is logged as a fail-open line from the queue; the request has its view.
+//
+// Once stored, a row's text is freed (settleStores, at the session's next request): the
+// thread cache keeps the message for the fast path and the store has the text, so a session
+// costs about its request's size in memory rather than twice that. ok is false when the
+// session database could not be opened; the caller then drops the thread cache.
+func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cutPlan, now time.Time) (ok bool) {
+	sid := sess.sid
+	cutFP := ""
+	if plan.active() {
+		cutFP = msgs[plan.cut].firstFP
+	}
+	n := 0
+	for _, m := range msgs {
+		n += len(m.rows)
+	}
+	rows := make([]store.RowWrite, 0, n)
+	for i, m := range msgs {
+		kept := plan.kept(msgs, i)
+		strip := stripped(msgs, plan, i)
+		for _, r := range m.rows {
+			in := kept && !(strip && r.kind == "thinking")
+			w := store.RowWrite{Fingerprint: r.fp, Thread: thread, Role: r.role, Kind: r.kind,
+				Name: r.name, Text: r.text, BlobID: r.blobID, InContext: in, TextGone: m.textGone}
+			if !in {
+				w.CutFingerprint = cutFP
+			}
+			rows = append(rows, w)
+		}
+	}
+	db, err := p.root.Session(sid)
+	if err != nil {
+		p.storeFault(err)
+		return false
+	}
+	job := &storeJob{msgs: msgs}
+	onStored := p.cfg().OnRowsStored
+	db.SyncRowsLater(rows, now, func(res store.SyncResult, err error) {
+		switch {
+		case errors.Is(err, store.ErrTextGone):
+			p.log.Warn("smarter-compact: the session's database lacks rows it had stored; the next request stores them again", "session", sid)
+		case err != nil:
+			p.storeFault(err)
+		}
+		if res.Inserted > 0 && onStored != nil {
+			onStored(sid)
+		}
+		job.err = err
+		job.done.Store(true)
+	})
+	sess.stores = append(sess.stores, job)
+	return true
+}
+
+// storeJob is a request's rows on the write queue: the messages they came from, and how
+// the write ended (err is written before done, and read only after done reads true).
+type storeJob struct {
+	msgs []*message
+	err  error
+	done atomic.Bool
+}
+
+// settleStores looks at the session's finished row writes, oldest first (s.mu held): a
+// stored request's rows free their text; a failed one drops the thread cache, so the next
+// request parses every message again and stores what is missing, text and all.
+func (p *Proxy) settleStores(s *session) {
+	kept := s.stores[:0]
+	for _, job := range s.stores {
+		if !job.done.Load() {
+			kept = append(kept, job)
+			continue
+		}
+		if job.err != nil {
+			clear(s.threads)
+			continue
+		}
+		for _, m := range job.msgs {
+			if m.textGone {
+				continue
+			}
+			for i := range m.rows {
+				m.rows[i].text = ""
+			}
+			for i := range m.pre { // Chat and Responses rows share these strings
+				m.pre[i].text = ""
+			}
+			m.textGone = true
+		}
+	}
+	clear(s.stores[len(kept):])
+	s.stores = kept
+}

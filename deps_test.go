@@ -49,9 +49,7 @@ var thirdPartyRules = []struct {
 	why    string
 }{
 	{"github.com/mattn/go-sqlite3", []string{"store"}, "only store may use the SQLite driver"},
-	// app/routes.go mounts proxy, web and mcp on one chi router (the root route table): the
-	// one exception outside web until that table moves to net/http or into web.
-	{"github.com/go-chi/chi", []string{"web", "app"}, "chi stays in web (and app's root route table)"},
+	{"github.com/go-chi/chi", []string{"web"}, "chi stays in web"},
 	{"github.com/a-h/templ", []string{"web"}, "templ stays in web"},
 }
 
@@ -113,7 +111,7 @@ func TestDepsCatches(t *testing.T) {
 		"mcp/m.go":             "// Package mcp serves.\npackage mcp\n\nimport (\n\t_ \"example.com/m/store\"\n\t_ \"example.com/m/store/embedding\"\n\t_ \"example.com/m/store/storetest\"\n\t_ \"github.com/go-chi/chi/v5\"\n)\n",
 		"mcp/m_test.go":        "package mcp\n\nimport _ \"example.com/m/store/storetest\"\n",
 		"cmd/bench/main.go":    "// Command bench benches.\npackage main\n\nimport _ \"example.com/m/app\"\n",
-		"app/run.go":           "package app\n\nimport _ \"example.com/m/cmd/bench\"\n",
+		"app/run.go":           "package app\n\nimport (\n\t_ \"example.com/m/cmd/bench\"\n\t_ \"github.com/go-chi/chi/v5\"\n)\n",
 		"web/web_test.go":      "package web\n\nimport _ \"example.com/m/cmd/bench\"\n",
 		"app/tray/tray.go":     "// Package tray shows.\npackage tray\n\nimport (\n\t_ \"example.com/m/assets\"\n\t_ \"example.com/m/installer\"\n\t_ \"example.com/m/store\"\n\t_ \"example.com/m/web\"\n\t_ \"example.com/m/proxy\"\n)\n",
 		"app/e2e/doc.go":       "// Package e2e tests.\npackage e2e\n",
@@ -138,11 +136,12 @@ func TestDepsCatches(t *testing.T) {
 	want := []string{
 		`app/e2e/helper.go: imports example.com/m/app: app/e2e may import only [] (DESIGN.md §3)`,
 		`app/run.go: imports example.com/m/cmd/bench: nothing imports cmd`,
+		`app/run.go: imports github.com/go-chi/chi/v5: chi stays in web`,
 		`app/tray/tray.go: imports example.com/m/proxy: app/tray may import only [assets installer store web] (DESIGN.md §3)`,
 		`extra: directory is not in importRules (deps_test.go): add it with its allowed imports (DESIGN.md §3)`,
 		`installer/i.go: imports github.com/a-h/templ/runtime: templ stays in web`,
 		`mcp/m.go: imports example.com/m/store/storetest: mcp may import only [store store/embedding] (DESIGN.md §3)`,
-		`mcp/m.go: imports github.com/go-chi/chi/v5: chi stays in web (and app's root route table)`,
+		`mcp/m.go: imports github.com/go-chi/chi/v5: chi stays in web`,
 		`packaging/gen.go: packaging holds no Go code (DESIGN.md §3)`,
 		`proxy/fakeupstream/f.go: imports example.com/m/proxy: proxy/fakeupstream may import only [store] (DESIGN.md §3)`,
 		`proxy/proxy.go: imports github.com/mattn/go-sqlite3: only store may use the SQLite driver`,

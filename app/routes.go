@@ -8,31 +8,24 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
-// routes is the route table of the one loopback listener (DESIGN.md §5). models serves the
-// model-API routes (the proxy), recall the MCP tools over streamable HTTP, and dash the
-// dashboard (/, /ui/…) and the control API of the CLI and the tray (/api/…), with its own
-// CSRF, token and header checks (package web). Everything sits behind the Host check. Nothing
-// here wraps the ResponseWriter, so Flush and Unwrap reach the proxy's SSE streams untouched.
+// routes is the route table of the one loopback listener (DESIGN.md §5), built by package web
+// (chi stays there): models serves the model-API routes (the proxy), recall the MCP tools over
+// streamable HTTP, and dash the dashboard (/, /ui/…) and the control API of the CLI and the
+// tray (/api/…), with its own CSRF, token and header checks. Everything sits behind the Host
+// check; the model and MCP routes also refuse browsers.
 func routes(port int, models, recall http.Handler, dash *web.Server, log *slog.Logger) http.Handler {
-	r := chi.NewRouter()
-	r.Use(checkHost(port, log))
-	r.Get("/healthz", healthz)
-	r.Head("/healthz", healthz)
-	r.With(refuseBrowsers).Handle("/mcp", recall)
-	dash.Mount(r)
-	r.Group(func(r chi.Router) {
-		r.Use(refuseBrowsers)
-		for _, prefix := range proxy.RoutePrefixes() {
-			r.Handle(prefix+"*", models)
-		}
+	return dash.Handler(web.Listener{
+		Guard:          checkHost(port, log),
+		RefuseBrowsers: refuseBrowsers,
+		Healthz:        healthz,
+		MCP:            recall,
+		Models:         models,
+		ModelPrefixes:  proxy.RoutePrefixes(),
 	})
-	return r
 }
 
 func healthz(w http.ResponseWriter, _ *http.Request) {

@@ -8,6 +8,38 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
+// Listener is the rest of the one loopback listener's route table (DESIGN.md §5), which
+// Handler mounts beside the dashboard so that chi stays in this package: the health check,
+// MCP over streamable HTTP at /mcp, and the model-API routes under each of ModelPrefixes
+// (proxy.RoutePrefixes; each prefix ends in "/" and takes every path below it). Guard wraps
+// every route (the caller's Host check); RefuseBrowsers wraps /mcp and the model routes.
+type Listener struct {
+	Guard          func(http.Handler) http.Handler
+	RefuseBrowsers func(http.Handler) http.Handler
+	Healthz        http.HandlerFunc // GET and HEAD /healthz
+	MCP            http.Handler
+	Models         http.Handler
+	ModelPrefixes  []string
+}
+
+// Handler returns the listener's whole route table: l's routes and the dashboard (Mount).
+// Nothing here wraps the ResponseWriter, so Flush and Unwrap reach the proxy's SSE streams.
+func (s *Server) Handler(l Listener) http.Handler {
+	r := chi.NewRouter()
+	r.Use(l.Guard)
+	r.Get("/healthz", l.Healthz)
+	r.Head("/healthz", l.Healthz)
+	r.With(l.RefuseBrowsers).Handle("/mcp", l.MCP)
+	s.Mount(r)
+	r.Group(func(r chi.Router) {
+		r.Use(l.RefuseBrowsers)
+		for _, prefix := range l.ModelPrefixes {
+			r.Handle(prefix+"*", l.Models)
+		}
+	})
+	return r
+}
+
 // Mount registers the dashboard and the control API on r (DESIGN.md §5, §9). The Host check
 // (DNS rebinding) is the caller's: app mounts this inside its checkHost router.
 //

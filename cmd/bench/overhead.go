@@ -182,6 +182,9 @@ type overheadPlan struct {
 	Profile    bool
 }
 
+// runOverhead runs the overhead comparison: the lean upstream, the bare proxy and serve as
+// the three arms, the latency streams of pl, the trim check of the new cuts, the throughput
+// levels on fresh serves and, when pl.Profile, the profiled serve.
 func runOverhead(ctx context.Context, pl overheadPlan, bin, tmp string, logf func(string, ...any)) (*overheadResult, error) {
 	res := &overheadResult{RPSTokens: pl.RPSTokens, RPSSeconds: pl.RPSSeconds}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -210,6 +213,33 @@ func runOverhead(ctx context.Context, pl overheadPlan, bin, tmp string, logf fun
 		r.clients[i] = newClient()
 	}
 
+	cutSIDs, err := latencyStreams(ctx, r, srv, pl, res, logf)
+	if err != nil {
+		return nil, err
+	}
+	res.PeakMB, res.PeakSessions = srv.peakMB(), len(r.seen)
+	if err := srv.stop(); err != nil {
+		return nil, err
+	}
+	if err := checkCutTrims(srv.stateDir, cutSIDs, res); err != nil {
+		return nil, err
+	}
+	if err := throughputLevels(ctx, r, bin, tmp, cfg, pl, res, logf); err != nil {
+		return nil, err
+	}
+	if pl.Profile {
+		if res.Profiles, err = profileServe(ctx, r, tmp, cfg, pl); err != nil {
+			return nil, fmt.Errorf("profile: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// latencyStreams runs, per size of pl.Tokens, the warm stream and then the new-cut stream
+// through all arms, appending each case to res.Cases and logging its medians. It returns
+// the first and last session id of every new-cut stream, for checkCutTrims. A step of its
+// own because it is the latency half of the run, on the one serve started for it.
+func latencyStreams(ctx context.Context, r *rig, srv *proc, pl overheadPlan, res *overheadResult, logf func(string, ...any)) ([]string, error) {
 	var cutSIDs []string
 	for _, tokens := range pl.Tokens {
 		for _, kind := range []string{"warm", "new cut"} {
@@ -240,56 +270,55 @@ func runOverhead(ctx context.Context, pl overheadPlan, bin, tmp string, logf fun
 				time.Since(start).Round(time.Millisecond), pct(lc.TTLB[armDirect], 50), pct(lc.TTLB[armBare], 50), pct(lc.TTLB[armServe], 50))
 		}
 	}
-	res.PeakMB, res.PeakSessions = srv.peakMB(), len(r.seen)
-	// Every forced cut must have made exactly one trim.
-	if err := srv.stop(); err != nil {
-		return nil, err
-	}
-	root, err := store.Open(filepath.Join(srv.stateDir, "context"))
+	return cutSIDs, nil
+}
+
+// checkCutTrims opens the stopped serve's store under stateDir and checks that every forced
+// cut of sids made exactly one trim event, counting each checked session in res.CutChecked.
+// A step of its own because it reads serve's store after the run, not its answers.
+func checkCutTrims(stateDir string, sids []string, res *overheadResult) error {
+	root, err := store.Open(filepath.Join(stateDir, "context"))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	for _, sid := range cutSIDs {
+	defer root.Close()
+	for _, sid := range sids {
 		n, err := queryInt(root, sid, `SELECT count(*) FROM events WHERE kind = 'trim'`)
 		if err != nil {
-			root.Close()
-			return nil, err
+			return err
 		}
 		if n != 1 {
-			root.Close()
-			return nil, fmt.Errorf("overhead: new-cut session %s has %d trim events, want 1", sid, n)
+			return fmt.Errorf("overhead: new-cut session %s has %d trim events, want 1", sid, n)
 		}
 		res.CutChecked++
 	}
-	root.Close()
+	return nil
+}
 
-	// Throughput, and serve's peak RSS, on a fresh serve per concurrency level.
+// throughputLevels measures throughput, and serve's peak RSS, on a fresh serve per
+// concurrency level of pl.RPSLevels, pointing r's serve arm at it and appending each level
+// to res.RPS. A step of its own because each level starts and stops its own serve.
+func throughputLevels(ctx context.Context, r *rig, bin, tmp string, cfg serveConfig, pl overheadPlan, res *overheadResult, logf func(string, ...any)) error {
 	for _, c := range pl.RPSLevels {
 		srv2, err := startServe(fmt.Sprintf("serve-rps%d", c), bin, tmp, cfg)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.serve = srv2
 		r.urls[armServe] = srv2.url() + "/claude-code/v1/messages?beta=true"
 		rc, err := rpsRun(ctx, r, srv2, c, pl.RPSTokens, pl.RPSSeconds)
 		if err != nil {
 			srv2.stop()
-			return nil, fmt.Errorf("throughput at %d sessions: %w", c, err)
+			return fmt.Errorf("throughput at %d sessions: %w", c, err)
 		}
 		if err := srv2.stop(); err != nil {
-			return nil, err
+			return err
 		}
 		res.RPS = append(res.RPS, rc)
 		logf("throughput %d sessions: direct %.0f / bare %.0f / serve %.0f req/s; serve peak RSS %.1f MB with %d sessions, %.1f MB after %d", c,
 			rc.RPS[armDirect], rc.RPS[armBare], rc.RPS[armServe], rc.PeakMB, c, rc.PeakAllMB, rc.SessionsSeen)
 	}
-
-	if pl.Profile {
-		if res.Profiles, err = profileServe(ctx, r, tmp, cfg, pl); err != nil {
-			return nil, fmt.Errorf("profile: %w", err)
-		}
-	}
-	return res, nil
+	return nil
 }
 
 // warmStream: a session whose previous request serve has seen; each measured request adds

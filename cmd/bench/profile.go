@@ -70,7 +70,27 @@ func profileServe(ctx context.Context, r *rig, tmp string, cfg serveConfig, pl o
 	}
 	tokens := 120_000
 
-	// warm
+	if err := profileWarm(ctx, p, send, pl.WarmN[tokens], tokens); err != nil {
+		return nil, err
+	}
+	warmFiles := p.files
+	if err := profileCuts(ctx, p, send, pl.CutN[tokens], tokens); err != nil {
+		return nil, err
+	}
+	if err := profileLiveHeap(p, send, pl); err != nil {
+		return nil, err
+	}
+	if err := p.stop(); err != nil {
+		return nil, err
+	}
+	return readProfiles(cpu, allocs, warmFiles, p.files)
+}
+
+// profileWarm is the warm stream: n follow-up requests on sessions of about tokens, CPU
+// profiled, each session's first request left out (the profile is off while it is sent).
+// It is a step of its own because it keeps its own session state (the current
+// conversation and how many were started); the profile is off when it returns.
+func profileWarm(ctx context.Context, p *profiledServe, send func(*convo) error, n, tokens int) error {
 	sessions := 0
 	var c *convo
 	fresh := func() error {
@@ -85,86 +105,96 @@ func profileServe(ctx context.Context, r *rig, tmp string, cfg serveConfig, pl o
 		return p.set(true)
 	}
 	if err := fresh(); err != nil {
-		return nil, err
+		return err
 	}
 	limit := tokens + tokens/10
-	for i := 0; i < pl.WarmN[tokens] && ctx.Err() == nil; i++ {
+	for i := 0; i < n && ctx.Err() == nil; i++ {
 		c.add()
 		if c.size() > limit {
 			if err := fresh(); err != nil {
-				return nil, err
+				return err
 			}
 			c.add()
 		}
 		if err := send(c); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := p.set(false); err != nil {
-		return nil, err
-	}
-	warmFiles := p.files
+	return p.set(false)
+}
 
-	// new cuts, in batches of 30 sessions (the proxy keeps 64 in memory): the first requests
-	// unprofiled, then the cuts profiled
+// profileCuts is the new-cut stream: n sessions of about tokens, in batches of 30 (the
+// proxy keeps 64 in memory), the first requests and the forced cut unprofiled, then the
+// requests that meet the new cut profiled. A step of its own because its batching is
+// independent of the warm stream; the profile is off when it returns.
+func profileCuts(ctx context.Context, p *profiledServe, send func(*convo) error, n, tokens int) error {
 	base := convoOf("bench-prof-cut-0000", tokens)
-	for done := 0; done < pl.CutN[tokens] && ctx.Err() == nil; {
+	for done := 0; done < n && ctx.Err() == nil; {
 		var batch []*convo
-		for ; len(batch) < 30 && done < pl.CutN[tokens]; done++ {
+		for ; len(batch) < 30 && done < n; done++ {
 			c := base.withSession(fmt.Sprintf("bench-prof-cut-%04d", done+1))
 			if err := send(c); err != nil {
-				return nil, err
+				return err
 			}
 			if err := forceCut(p.stateDir, c.SID); err != nil {
-				return nil, err
+				return err
 			}
 			c.add()
 			batch = append(batch, c)
 		}
 		if err := p.set(true); err != nil {
-			return nil, err
+			return err
 		}
 		for _, c := range batch {
 			if err := send(c); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if err := p.set(false); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
 
-	// the live heap in the middle of warm requests from the largest concurrency level
-	if n := slices.Max(pl.RPSLevels); n > 1 {
-		convos := make([]*convo, n)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for s := range convos {
-			convos[s] = convoOf(fmt.Sprintf("bench-prof-rps-%d", s), pl.RPSTokens)
-			wg.Go(func() { errs[s] = send(convos[s]) })
-		}
-		wg.Wait()
-		go func() {
-			time.Sleep(300 * time.Millisecond)
-			signalHeapDump(p.cmd.Process)
-		}()
-		for s := range convos {
-			wg.Go(func() {
-				for i := 0; i < rpsSteps && errs[s] == nil; i++ {
-					convos[s].add()
-					errs[s] = send(convos[s])
-				}
-			})
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return nil, err
-		}
+// profileLiveHeap takes the live heap in the middle of warm requests from the largest
+// concurrency level of pl (nothing when that level is 1). A step of its own because it
+// is the one concurrent phase: it starts every session, signals the heap dump after
+// 300 ms and sends rpsSteps follow-ups per session, joining the sessions' errors.
+func profileLiveHeap(p *profiledServe, send func(*convo) error, pl overheadPlan) error {
+	n := slices.Max(pl.RPSLevels)
+	if n <= 1 {
+		return nil
 	}
-	if err := p.stop(); err != nil {
-		return nil, err
+	convos := make([]*convo, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for s := range convos {
+		convos[s] = convoOf(fmt.Sprintf("bench-prof-rps-%d", s), pl.RPSTokens)
+		wg.Go(func() { errs[s] = send(convos[s]) })
 	}
+	wg.Wait()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		signalHeapDump(p.cmd.Process)
+	}()
+	for s := range convos {
+		wg.Go(func() {
+			for i := 0; i < rpsSteps && errs[s] == nil; i++ {
+				convos[s].add()
+				errs[s] = send(convos[s])
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
 
+// readProfiles turns the files the profiled serve wrote into profiles: CPU files
+// [0, warmFiles) are the warm stream, [warmFiles, cpuFiles) the new cuts, cpu.N naming the
+// N-th; allocs is the allocation profile and allocs.inuse the live heap, when it was taken.
+// A step of its own because it only reads what the run left behind, after serve stopped.
+func readProfiles(cpu, allocs string, warmFiles, cpuFiles int) (*profiles, error) {
 	files := func(from, to int) []string {
 		var out []string
 		for i := from; i < to; i++ {
@@ -173,6 +203,7 @@ func profileServe(ctx context.Context, r *rig, tmp string, cfg serveConfig, pl o
 		return out
 	}
 	var out profiles
+	var err error
 	for _, x := range []struct {
 		dst   *string
 		files []string
@@ -180,8 +211,8 @@ func profileServe(ctx context.Context, r *rig, tmp string, cfg serveConfig, pl o
 	}{
 		{&out.WarmCum, files(0, warmFiles), []string{"-cum", "-show=smarter-compact"}},
 		{&out.WarmFlat, files(0, warmFiles), nil},
-		{&out.CutCum, files(warmFiles, p.files), []string{"-cum", "-show=smarter-compact"}},
-		{&out.CutFlat, files(warmFiles, p.files), nil},
+		{&out.CutCum, files(warmFiles, cpuFiles), []string{"-cum", "-show=smarter-compact"}},
+		{&out.CutFlat, files(warmFiles, cpuFiles), nil},
 		{&out.Alloc, []string{allocs}, []string{"-sample_index=alloc_space"}},
 	} {
 		if *x.dst, err = pprofTop(x.files, x.extra...); err != nil {

@@ -307,89 +307,124 @@ type usage struct{ input, write, read, output int }
 // readStream accumulates an Anthropic event stream into content blocks and the final usage
 // (message_delta's cumulative fields win over message_start's, api-rules §7).
 func readStream(r io.Reader) ([]map[string]any, usage, error) {
-	var u usage
-	var blocks []map[string]any
-	var partial []string
-	stopped := false
+	var st streamState
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	type wireUsage struct {
-		Input  *int `json:"input_tokens"`
-		Write  *int `json:"cache_creation_input_tokens"`
-		Read   *int `json:"cache_read_input_tokens"`
-		Output *int `json:"output_tokens"`
-	}
-	apply := func(w *wireUsage) {
-		if w == nil {
-			return
-		}
-		for _, f := range []struct {
-			src *int
-			dst *int
-		}{{w.Input, &u.input}, {w.Write, &u.write}, {w.Read, &u.read}, {w.Output, &u.output}} {
-			if f.src != nil {
-				*f.dst = *f.src
-			}
-		}
-	}
 	for sc.Scan() {
 		data, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok {
 			continue
 		}
-		var ev struct {
-			Type    string `json:"type"`
-			Index   int    `json:"index"`
-			Message struct {
-				Usage *wireUsage `json:"usage"`
-			} `json:"message"`
-			Usage        *wireUsage     `json:"usage"`
-			ContentBlock map[string]any `json:"content_block"`
-			Delta        map[string]any `json:"delta"`
-		}
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return nil, u, fmt.Errorf("bad SSE data %q: %v", firstLine(data), err)
-		}
-		switch ev.Type {
-		case "message_start":
-			apply(ev.Message.Usage)
-		case "message_delta":
-			apply(ev.Usage)
-		case "content_block_start":
-			blocks = append(blocks, ev.ContentBlock)
-			partial = append(partial, "")
-		case "content_block_delta":
-			if ev.Index >= len(blocks) {
-				return nil, u, fmt.Errorf("delta for block %d of %d", ev.Index, len(blocks))
-			}
-			b := blocks[ev.Index]
-			switch ev.Delta["type"] {
-			case "text_delta":
-				b["text"] = fmt.Sprint(b["text"]) + fmt.Sprint(ev.Delta["text"])
-			case "input_json_delta":
-				partial[ev.Index] += fmt.Sprint(ev.Delta["partial_json"])
-			}
-		case "content_block_stop":
-			if ev.Index < len(blocks) && blocks[ev.Index]["type"] == "tool_use" && partial[ev.Index] != "" {
-				var in any
-				if err := json.Unmarshal([]byte(partial[ev.Index]), &in); err != nil {
-					return nil, u, fmt.Errorf("tool input %q: %v", partial[ev.Index], err)
-				}
-				blocks[ev.Index]["input"] = in
-			}
-		case "message_stop":
-			stopped = true
-		case "error":
-			return nil, u, fmt.Errorf("stream error event: %s", data)
+		if err := st.event(data); err != nil {
+			return nil, st.u, err
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, u, err
+		return nil, st.u, err
 	}
-	if !stopped {
-		return nil, u, errors.New("the stream ended without message_stop")
+	if !st.stopped {
+		return nil, st.u, errors.New("the stream ended without message_stop")
 	}
-	return blocks, u, nil
+	return st.blocks, st.u, nil
+}
+
+// wireUsage is the usage object of message_start and message_delta; a nil field was not sent.
+type wireUsage struct {
+	Input  *int `json:"input_tokens"`
+	Write  *int `json:"cache_creation_input_tokens"`
+	Read   *int `json:"cache_read_input_tokens"`
+	Output *int `json:"output_tokens"`
+}
+
+// applyTo overwrites the fields of u that w carries; a nil w changes nothing. It is its own
+// step because both usage events apply the same rule: a later sent field wins.
+func (w *wireUsage) applyTo(u *usage) {
+	if w == nil {
+		return
+	}
+	for _, f := range []struct {
+		src *int
+		dst *int
+	}{{w.Input, &u.input}, {w.Write, &u.write}, {w.Read, &u.read}, {w.Output, &u.output}} {
+		if f.src != nil {
+			*f.dst = *f.src
+		}
+	}
+}
+
+// streamState is what readStream has accumulated so far: the usage, the content blocks, the
+// partial tool input JSON per block, and whether message_stop arrived.
+type streamState struct {
+	u       usage
+	blocks  []map[string]any
+	partial []string
+	stopped bool
+}
+
+// event applies the data of one SSE event to st. It is the step readStream repeats per line,
+// kept apart so the scanning loop and the per-event rules read separately; its errors
+// (bad JSON, a delta for an unknown block, bad tool input, an error event) end the stream.
+func (st *streamState) event(data string) error {
+	var ev struct {
+		Type    string `json:"type"`
+		Index   int    `json:"index"`
+		Message struct {
+			Usage *wireUsage `json:"usage"`
+		} `json:"message"`
+		Usage        *wireUsage     `json:"usage"`
+		ContentBlock map[string]any `json:"content_block"`
+		Delta        map[string]any `json:"delta"`
+	}
+	if err := json.Unmarshal([]byte(data), &ev); err != nil {
+		return fmt.Errorf("bad SSE data %q: %v", firstLine(data), err)
+	}
+	switch ev.Type {
+	case "message_start":
+		ev.Message.Usage.applyTo(&st.u)
+	case "message_delta":
+		ev.Usage.applyTo(&st.u)
+	case "content_block_start":
+		st.blocks = append(st.blocks, ev.ContentBlock)
+		st.partial = append(st.partial, "")
+	case "content_block_delta":
+		return st.delta(ev.Index, ev.Delta)
+	case "content_block_stop":
+		return st.stop(ev.Index)
+	case "message_stop":
+		st.stopped = true
+	case "error":
+		return fmt.Errorf("stream error event: %s", data)
+	}
+	return nil
+}
+
+// delta appends a content_block_delta to block i: text to its text, tool input JSON to
+// its partial input. Its own step because it is the one event that checks the index.
+func (st *streamState) delta(i int, delta map[string]any) error {
+	if i >= len(st.blocks) {
+		return fmt.Errorf("delta for block %d of %d", i, len(st.blocks))
+	}
+	b := st.blocks[i]
+	switch delta["type"] {
+	case "text_delta":
+		b["text"] = fmt.Sprint(b["text"]) + fmt.Sprint(delta["text"])
+	case "input_json_delta":
+		st.partial[i] += fmt.Sprint(delta["partial_json"])
+	}
+	return nil
+}
+
+// stop closes block i: a tool_use block with partial input gets that input parsed. Its own
+// step because only here the accumulated JSON is decoded.
+func (st *streamState) stop(i int) error {
+	if i < len(st.blocks) && st.blocks[i]["type"] == "tool_use" && st.partial[i] != "" {
+		var in any
+		if err := json.Unmarshal([]byte(st.partial[i]), &in); err != nil {
+			return fmt.Errorf("tool input %q: %v", st.partial[i], err)
+		}
+		st.blocks[i]["input"] = in
+	}
+	return nil
 }
 
 // replayPlan sets the sizes of the replay.

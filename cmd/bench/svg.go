@@ -113,6 +113,36 @@ func label(v float64) string {
 
 func (lc lineChart) svg() string {
 	c := newCanvas(lc.Title)
+	sc := lc.scale()
+	lc.axes(c, sc)
+	names, dashes := lc.lines(c, sc)
+	c.legend(names, dashes)
+	return c.done()
+}
+
+// lineScale maps data to the plot area of a line chart: x0..x1 (log10 of x on a log axis)
+// and ymin..ymax onto the pw × ph pixels inside the paddings.
+type lineScale struct {
+	x0, x1, ymin, ymax float64
+	pw, ph             float64
+	logX               bool
+}
+
+// px is the pixel x of data x.
+func (s lineScale) px(x float64) float64 {
+	if s.logX {
+		x = math.Log10(x)
+	}
+	return padL + (x-s.x0)/(s.x1-s.x0)*s.pw
+}
+
+// py is the pixel y of data y.
+func (s lineScale) py(y float64) float64 { return padTop + s.ph - (y-s.ymin)/(s.ymax-s.ymin)*s.ph }
+
+// scale finds the ranges of lc's data: x over every point, y from YMin (0 when nil) to the
+// nice maximum of the non-NaN values, each widened to a unit when empty. A step of its own
+// because the axes and the lines both draw through it.
+func (lc lineChart) scale() lineScale {
 	x0, x1 := math.Inf(1), math.Inf(-1)
 	ymax := 0.0
 	for _, s := range lc.Series {
@@ -141,18 +171,18 @@ func (lc lineChart) svg() string {
 		ymax = ymin + 1
 	}
 	pw, ph := float64(svgW-padL-padR), float64(svgH-padTop-padBottom)
-	px := func(x float64) float64 {
-		if lc.LogX {
-			x = math.Log10(x)
-		}
-		return padL + (x-x0)/(x1-x0)*pw
-	}
-	py := func(y float64) float64 { return padTop + ph - (y-ymin)/(ymax-ymin)*ph }
-	// axes and grid
+	return lineScale{x0: x0, x1: x1, ymin: ymin, ymax: ymax, pw: pw, ph: ph, logX: lc.LogX}
+}
+
+// axes draws the y grid with its labels, the x ticks (one per data x on a log axis, six
+// even ones on a linear axis), both axis lines and the axis labels. A step of its own
+// because it draws everything of the chart but the data.
+func (lc lineChart) axes(c *canvas, sc lineScale) {
+	pw, ph := sc.pw, sc.ph
 	for i := 0; i <= 5; i++ {
-		y := ymin + (ymax-ymin)*float64(i)/5
-		c.line(padL, py(y), padL+pw, py(y), "#ddd", 1, false)
-		c.text(padL-6, py(y)+4, "end", 11, label(y))
+		y := sc.ymin + (sc.ymax-sc.ymin)*float64(i)/5
+		c.line(padL, sc.py(y), padL+pw, sc.py(y), "#ddd", 1, false)
+		c.text(padL-6, sc.py(y)+4, "end", 11, label(y))
 	}
 	if lc.LogX {
 		// a tick at each x of the data
@@ -161,14 +191,14 @@ func (lc lineChart) svg() string {
 			for _, x := range s.X {
 				if !seen[x] {
 					seen[x] = true
-					c.line(px(x), padTop+ph, px(x), padTop+ph+5, "#333", 1, false)
-					c.text(px(x), padTop+ph+18, "middle", 11, label(x))
+					c.line(sc.px(x), padTop+ph, sc.px(x), padTop+ph+5, "#333", 1, false)
+					c.text(sc.px(x), padTop+ph+18, "middle", 11, label(x))
 				}
 			}
 		}
 	} else {
 		for i := 0; i <= 5; i++ {
-			x := x0 + (x1-x0)*float64(i)/5
+			x := sc.x0 + (sc.x1-sc.x0)*float64(i)/5
 			c.line(padL+pw*float64(i)/5, padTop+ph, padL+pw*float64(i)/5, padTop+ph+5, "#333", 1, false)
 			c.text(padL+pw*float64(i)/5, padTop+ph+18, "middle", 11, label(x))
 		}
@@ -177,15 +207,19 @@ func (lc lineChart) svg() string {
 	c.line(padL, padTop+ph, padL+pw, padTop+ph, "#333", 1, false)
 	c.text(padL+pw/2, svgH-18, "middle", 12, lc.XLabel)
 	fmt.Fprintf(&c.b, `<text transform="translate(18,%.1f) rotate(-90)" text-anchor="middle" font-size="12">%s</text>`+"\n", padTop+ph/2, html.EscapeString(lc.YLabel))
-	var names []string
-	var dashes []bool
+}
+
+// lines draws each series as a polyline (NaN points left out, values capped at the top of
+// the scale), with a dot per point when it has at most 12, and returns the names and dash
+// styles for the legend. A step of its own because it is the data layer of the chart.
+func (lc lineChart) lines(c *canvas, sc lineScale) (names []string, dashes []bool) {
 	for i, s := range lc.Series {
 		var pts []string
 		for k, x := range s.X {
 			if math.IsNaN(s.Y[k]) {
 				continue
 			}
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(x), py(math.Min(s.Y[k], ymax))))
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", sc.px(x), sc.py(math.Min(s.Y[k], sc.ymax))))
 		}
 		d := ""
 		if s.Dash {
@@ -201,8 +235,7 @@ func (lc lineChart) svg() string {
 		}
 		names, dashes = append(names, s.Name), append(dashes, s.Dash)
 	}
-	c.legend(names, dashes)
-	return c.done()
+	return names, dashes
 }
 
 func (bc barChart) svg() string {

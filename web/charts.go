@@ -111,36 +111,7 @@ func promptChart(events []store.EventInfo) ui.LineChart {
 		TestID: "chart-prompt-tokens", Title: "Prompt tokens per request, trims marked",
 		Width: chartW, Height: chartH, XAxisY: chartBottom, PlotX0: chartLeft, PlotX1: chartRight, PlotY0: chartTop,
 	}
-	type point struct {
-		n      int // request number, from 1
-		tokens int64
-		ev     store.EventInfo
-	}
-	var pts []point
-	marks := map[int][]string{} // request number → what was cut
-	var pending []string        // trims waiting for the next request
-	requests := 0
-	for _, e := range events {
-		switch e.Kind {
-		case "trim":
-			pending = append(pending, "trim at "+shortUTC(e.At)+": "+trimDetail(e))
-		case "usage":
-			requests++
-			if len(pending) > 0 {
-				marks[requests] = append(marks[requests], pending...)
-				pending = nil
-			}
-			if e.Trimmed == 2 && len(marks[requests]) == 0 {
-				marks[requests] = append(marks[requests], fmt.Sprintf("request %d at %s made a new cut", requests, shortUTC(e.At)))
-			}
-			if t := e.PromptTokens(); t >= 0 {
-				pts = append(pts, point{requests, t, e})
-			}
-		}
-	}
-	if len(pending) > 0 { // trims after the last usage event: mark them at the end
-		marks[requests+1] = append(marks[requests+1], pending...)
-	}
+	pts, marks, requests := promptRequests(events)
 	last := max(requests, 1)
 	for n := range marks {
 		last = max(last, n)
@@ -159,21 +130,7 @@ func promptChart(events []store.EventInfo) ui.LineChart {
 	c.YTicks = yTicks(scale)
 	yOf := func(v int64) float64 { return chartBottom - float64(v)/scale*(chartBottom-chartTop) }
 
-	var b strings.Builder
-	for i, p := range pts {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		x, y := xOf(p.n), yOf(p.tokens)
-		b.WriteString(strconv.FormatFloat(x, 'f', 1, 64) + "," + strconv.FormatFloat(y, 'f', 1, 64))
-		if len(pts) <= maxDots {
-			c.Dots = append(c.Dots, ui.Dot{X: x, Y: y, Title: fmt.Sprintf("request %d at %s: %s%s",
-				p.n, shortUTC(p.ev.At), ui.Plural(p.tokens, "prompt token", "prompt tokens"), cutNote(p.ev.Trimmed))})
-		}
-	}
-	if len(pts) > 1 {
-		c.Points = b.String()
-	}
+	promptLine(&c, pts, xOf, yOf)
 	nums := make([]int, 0, len(marks))
 	for n := range marks {
 		nums = append(nums, n)
@@ -198,6 +155,67 @@ func promptChart(events []store.EventInfo) ui.LineChart {
 		ui.Plural(int64(requests), "request", "requests"), len(pts),
 		ui.Plural(top, "prompt token", "prompt tokens"), ui.Plural(int64(len(marks)), "trim", "trims"))
 	return c
+}
+
+// promptPoint is one request of promptChart that reported its prompt tokens.
+type promptPoint struct {
+	n      int // request number, from 1
+	tokens int64
+	ev     store.EventInfo
+}
+
+// promptRequests walks events in order and numbers the requests (usage events) from 1: the
+// points of those that reported prompt tokens, the trim marks per request number (a trim
+// event at the next request, or request requests+1 when none follows; a new cut reported
+// by the usage event itself when no trim event marked it) and the number of requests.
+// It is a step of its own because it is the only part that reads events; the rest of
+// promptChart is geometry.
+func promptRequests(events []store.EventInfo) (pts []promptPoint, marks map[int][]string, requests int) {
+	marks = map[int][]string{} // request number → what was cut
+	var pending []string       // trims waiting for the next request
+	for _, e := range events {
+		switch e.Kind {
+		case "trim":
+			pending = append(pending, "trim at "+shortUTC(e.At)+": "+trimDetail(e))
+		case "usage":
+			requests++
+			if len(pending) > 0 {
+				marks[requests] = append(marks[requests], pending...)
+				pending = nil
+			}
+			if e.Trimmed == 2 && len(marks[requests]) == 0 {
+				marks[requests] = append(marks[requests], fmt.Sprintf("request %d at %s made a new cut", requests, shortUTC(e.At)))
+			}
+			if t := e.PromptTokens(); t >= 0 {
+				pts = append(pts, promptPoint{requests, t, e})
+			}
+		}
+	}
+	if len(pending) > 0 { // trims after the last usage event: mark them at the end
+		marks[requests+1] = append(marks[requests+1], pending...)
+	}
+	return pts, marks, requests
+}
+
+// promptLine sets c's polyline through pts (only when there are two or more) and, up to
+// maxDots points, one titled dot per point. A step of its own because the line and its
+// dots are drawn from the same positions in one pass.
+func promptLine(c *ui.LineChart, pts []promptPoint, xOf func(int) float64, yOf func(int64) float64) {
+	var b strings.Builder
+	for i, p := range pts {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		x, y := xOf(p.n), yOf(p.tokens)
+		b.WriteString(strconv.FormatFloat(x, 'f', 1, 64) + "," + strconv.FormatFloat(y, 'f', 1, 64))
+		if len(pts) <= maxDots {
+			c.Dots = append(c.Dots, ui.Dot{X: x, Y: y, Title: fmt.Sprintf("request %d at %s: %s%s",
+				p.n, shortUTC(p.ev.At), ui.Plural(p.tokens, "prompt token", "prompt tokens"), cutNote(p.ev.Trimmed))})
+		}
+	}
+	if len(pts) > 1 {
+		c.Points = b.String()
+	}
 }
 
 // cutNote says what a usage event's trimmed value means.

@@ -59,60 +59,16 @@ func (r *Root) Sweep(ttlDays int, now time.Time) (SweepReport, error) {
 	if ttlDays <= 0 {
 		return rep, nil
 	}
-	stamp := filepath.Join(r.dir, ".ttl-stamp")
-	fi, err := os.Stat(stamp)
-	switch {
-	case err == nil:
-		if now.Sub(fi.ModTime()) < sweepInterval {
-			return rep, nil
-		}
-	case !errors.Is(err, fs.ErrNotExist):
-		return rep, fmt.Errorf("retention sweep: %w", err)
-	}
-	if err := touch(stamp, now); err != nil {
-		return rep, fmt.Errorf("retention sweep: %w", err)
+	due, err := r.claimSweep(now)
+	if !due || err != nil {
+		return rep, err
 	}
 	rep.Ran = true
 
-	type group struct {
-		files  []string
-		newest time.Time
-		hasDB  bool
-	}
-	sessionsDir := filepath.Join(r.dir, "sessions")
-	entries, err := os.ReadDir(sessionsDir)
+	groups, sids, err := r.sessionGroups()
 	if err != nil {
-		return rep, fmt.Errorf("retention sweep: %w", err)
+		return rep, err
 	}
-	groups := make(map[string]*group)
-	for _, e := range entries {
-		sid, suffix, ok := sessionSuffix(e.Name())
-		if !ok || !e.Type().IsRegular() {
-			continue
-		}
-		info, err := e.Info()
-		if err != nil {
-			continue // deleted since ReadDir
-		}
-		g := groups[sid]
-		if g == nil {
-			g = &group{}
-			groups[sid] = g
-		}
-		g.files = append(g.files, filepath.Join(sessionsDir, e.Name()))
-		if info.ModTime().After(g.newest) {
-			g.newest = info.ModTime()
-		}
-		if suffix == ".db" {
-			g.hasDB = true
-		}
-	}
-	sids := make([]string, 0, len(groups))
-	for sid := range groups {
-		sids = append(sids, sid)
-	}
-	sort.Strings(sids)
-
 	cutoff := now.UTC().AddDate(0, 0, -ttlDays)
 	var errs []error
 	var remaining []string
@@ -129,21 +85,100 @@ func (r *Root) Sweep(ttlDays int, now time.Time) (SweepReport, error) {
 		}
 		rep.SessionsDeleted = append(rep.SessionsDeleted, sid)
 	}
+	errs = append(errs, r.sweepBlobs(remaining, now, &rep)...)
+	return rep, errors.Join(errs...)
+}
 
+// claimSweep says whether a sweep is due by now (.ttl-stamp missing or at least
+// sweepInterval old) and, when it is, sets the stamp's mtime to now. It is a step of its
+// own because it is the once-a-day gate: nothing else of the pass runs when it says no.
+// Its errors are wrapped "retention sweep: ".
+func (r *Root) claimSweep(now time.Time) (bool, error) {
+	stamp := filepath.Join(r.dir, ".ttl-stamp")
+	fi, err := os.Stat(stamp)
+	switch {
+	case err == nil:
+		if now.Sub(fi.ModTime()) < sweepInterval {
+			return false, nil
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("retention sweep: %w", err)
+	}
+	if err := touch(stamp, now); err != nil {
+		return false, fmt.Errorf("retention sweep: %w", err)
+	}
+	return true, nil
+}
+
+// sessionGroup is the files of one session in sessions/, with the newest mtime among them
+// and whether one is its database.
+type sessionGroup struct {
+	files  []string
+	newest time.Time
+	hasDB  bool
+}
+
+// sessionGroups reads sessions/ and groups its regular files with a session suffix by sid,
+// returning the groups and their sids sorted. A step of its own because it is the one
+// listing of sessions/ the pass decides from; files deleted meanwhile are left out, and a
+// failed listing is wrapped "retention sweep: ".
+func (r *Root) sessionGroups() (map[string]*sessionGroup, []string, error) {
+	sessionsDir := filepath.Join(r.dir, "sessions")
+	entries, err := os.ReadDir(sessionsDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("retention sweep: %w", err)
+	}
+	groups := make(map[string]*sessionGroup)
+	for _, e := range entries {
+		sid, suffix, ok := sessionSuffix(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // deleted since ReadDir
+		}
+		g := groups[sid]
+		if g == nil {
+			g = &sessionGroup{}
+			groups[sid] = g
+		}
+		g.files = append(g.files, filepath.Join(sessionsDir, e.Name()))
+		if info.ModTime().After(g.newest) {
+			g.newest = info.ModTime()
+		}
+		if suffix == ".db" {
+			g.hasDB = true
+		}
+	}
+	sids := make([]string, 0, len(groups))
+	for sid := range groups {
+		sids = append(sids, sid)
+	}
+	sort.Strings(sids)
+	return groups, sids, nil
+}
+
+// sweepBlobs is the orphan pass: it deletes blobs/<id>.txt files that no database of
+// remaining references and that are at least blobGrace old, counting them in
+// rep.BlobsDeleted. When a database of remaining cannot be read it deletes nothing and sets
+// rep.BlobPassSkipped. A step of its own because it runs only after the expired sessions
+// are gone; it returns the errors to join after theirs, going on past a blob it could not
+// delete.
+func (r *Root) sweepBlobs(remaining []string, now time.Time, rep *SweepReport) []error {
 	refs := make(map[string]bool)
 	for _, path := range remaining {
 		if err := blobRefs(path, refs); err != nil {
 			rep.BlobPassSkipped = true
-			errs = append(errs, fmt.Errorf("retention sweep: blob pass skipped: %w", err))
-			return rep, errors.Join(errs...)
+			return []error{fmt.Errorf("retention sweep: blob pass skipped: %w", err)}
 		}
 	}
 	blobsDir := filepath.Join(r.dir, "blobs")
 	blobs, err := os.ReadDir(blobsDir)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("retention sweep: %w", err))
-		return rep, errors.Join(errs...)
+		return []error{fmt.Errorf("retention sweep: %w", err)}
 	}
+	var errs []error
 	for _, e := range blobs {
 		id, ok := strings.CutSuffix(e.Name(), ".txt")
 		if !ok || !ValidBlobID(id) || refs[id] || !e.Type().IsRegular() {
@@ -159,7 +194,7 @@ func (r *Root) Sweep(ttlDays int, now time.Time) (SweepReport, error) {
 		}
 		rep.BlobsDeleted++
 	}
-	return rep, errors.Join(errs...)
+	return errs
 }
 
 // sessionFileRaw is sessionFile for a sid taken from a file name, which need not be sanitized.

@@ -71,6 +71,8 @@ func Install(env Env, agents []Agent, dryRun bool) Report {
 	return r
 }
 
+// install is Install for one agent: it plans, records and, unless dryRun, writes (see
+// Install for the rules).
 func install(env Env, a Agent, dryRun bool) AgentReport {
 	name := a.Name()
 	rep := AgentReport{Agent: name}
@@ -97,101 +99,16 @@ func install(env Env, a Agent, dryRun bool) AgentReport {
 		rep.Err = err
 		return rep
 	}
-	oldIndex := snapshotIndex{Files: slices.Clone(index.Files)}
-	// No record, yet the files may hold our wiring (the state directory was lost): what is
-	// ours gets recorded, so that uninstall has tier 1 rather than nothing.
-	var adopted map[string][]Op
-	if prev == nil {
-		adopted = adoptWiring(env, a)
-	}
-	recorded := false // a file recorded that install does not write
-	diff := InstallDiff{Version: diffVersion, Agent: name, InstalledAt: installTime(env).UTC().Format(time.RFC3339)}
-	if prev != nil {
-		diff = *prev
-		diff.Files = slices.Clone(prev.Files)
-	}
-	for k, v := range plan.Upstreams {
-		if _, ok := diff.Upstreams[k]; !ok { // the first install saw the user's own upstream
-			if diff.Upstreams == nil {
-				diff.Upstreams = map[string]string{}
-			}
-			diff.Upstreams[k] = v
-		}
-	}
-	rep.Upstreams = diff.Upstreams
-
-	type write struct {
-		path          string
-		before, after []byte
-		mode          os.FileMode
-	}
-	var writes []write
-	var snapshots []snapshotEntry // new ones, with their bytes below
-	var snapshotBytes [][]byte
-	next := nextSnapshot(index)
+	in := newInstallRun(env, a, name, prev, index)
+	in.addUpstreams(plan.Upstreams)
+	rep.Upstreams = in.diff.Upstreams
 	for _, fe := range plan.Files {
-		ours := adopted[fe.Path]
-		if bytes.Equal(fe.Before, fe.After) && (fe.Before == nil) == (fe.After == nil) {
-			if len(ours) > 0 && !slices.ContainsFunc(diff.Files, func(df DiffFile) bool { return df.Path == fe.Path }) {
-				// No snapshot: a copy of the wired file would only put our wiring back.
-				diff.Files = append(diff.Files, DiffFile{Path: fe.Path, Existed: true, Ops: slices.Clone(ours)})
-				recorded = true
-			}
-			continue
-		}
-		rep.Files = append(rep.Files, fe.Path)
-		rep.Diff += unifiedDiff(fe.Path, fe.Before, fe.After)
-		mode := fe.Mode
-		if mode == 0 {
-			mode = fileMode(fe.Path, 0o600)
-		}
-		writes = append(writes, write{fe.Path, fe.Before, fe.After, mode})
-		ops := keptOps(fe.Ops)
-		if len(ours) > 0 {
-			// Our values already there have no Old worth restoring: the ops remove them.
-			ops = mergeOps(ours, ops)
-		}
-		if i := slices.IndexFunc(diff.Files, func(df DiffFile) bool { return df.Path == fe.Path }); i >= 0 {
-			df := &diff.Files[i]
-			df.Ops = mergeOps(df.Ops, ops)
-			// The snapshot stands for "before us" only while nobody else edited the file
-			// since our last write; otherwise uninstall must undo op by op.
-			if df.AfterSHA256 != "" && df.AfterSHA256 == sha256Hex(fe.Before) {
-				df.AfterSHA256 = sha256Hex(fe.After)
-			} else {
-				df.AfterSHA256 = ""
-			}
-			continue
-		}
-		df := DiffFile{Path: fe.Path, Existed: fe.Before != nil, AfterSHA256: sha256Hex(fe.After), Ops: ops}
-		if e, ok := index.find(fe.Path); ok {
-			// A snapshot left by an install whose diff was lost: it is older than our
-			// edits, so keep it rather than copying our own edits.
-			df.Existed = e.Existed
-			if e.Snapshot != "" {
-				df.Snapshot = filepath.Join(snapshotDir(env, name), e.Snapshot)
-			}
-		} else if len(ours) > 0 {
-			// The file holds our wiring from an install whose record was lost: no snapshot
-			// (it would only put that wiring back) and no hash, so uninstall undoes the ops.
-			df.Existed, df.AfterSHA256 = true, ""
-		} else {
-			e := snapshotEntry{Path: fe.Path, Existed: fe.Before != nil}
-			if fe.Before != nil {
-				e.Snapshot = strconv.Itoa(next) + ".snapshot"
-				next++
-				df.Snapshot = filepath.Join(snapshotDir(env, name), e.Snapshot)
-			}
-			index.Files = append(index.Files, e)
-			snapshots = append(snapshots, e)
-			snapshotBytes = append(snapshotBytes, fe.Before)
-		}
-		diff.Files = append(diff.Files, df)
+		in.file(fe, &rep)
 	}
-	if len(adopted) > 0 {
+	if len(in.adopted) > 0 {
 		rep.Notes = append(rep.Notes, "no install record in "+env.StateDir+", but the agent's files already hold smarter-compact's wiring: recorded it, so that uninstall removes it")
 	}
-	if len(writes) == 0 && !recorded {
+	if len(in.writes) == 0 && !in.recorded {
 		if prev != nil {
 			rep.Notes = append(rep.Notes, "already installed: nothing to change")
 		} else {
@@ -202,49 +119,203 @@ func install(env Env, a Agent, dryRun bool) AgentReport {
 	if dryRun {
 		return rep
 	}
+	if err := in.apply(); err != nil {
+		rep.Err = err
+	}
+	return rep
+}
 
-	// State first: a crash after this leaves a diff (or at least snapshots) that uninstall
-	// can use; a crash before it has changed nothing.
+// pendingWrite is one file install writes: its bytes before (nil when absent) and after,
+// and the mode to write with.
+type pendingWrite struct {
+	path          string
+	before, after []byte
+	mode          os.FileMode
+}
+
+// installRun is one agent's install between planning and writing: the diff and snapshot
+// index being built (from the previous ones), the wiring adopted from an install whose
+// record was lost, and what is to be written.
+type installRun struct {
+	env      Env
+	name     string
+	index    snapshotIndex // with the new snapshots added
+	oldIndex snapshotIndex // as read, for the undo
+	adopted  map[string][]Op
+	diff     InstallDiff
+	recorded bool // a file recorded that install does not write
+	writes   []pendingWrite
+	// new snapshots, with their bytes
+	snapshots     []snapshotEntry
+	snapshotBytes [][]byte
+	next          int // number of the next snapshot file
+}
+
+// newInstallRun starts agent a (named name) from prev (a copy of it; a fresh diff when nil, with the wiring
+// already in a's files adopted) and index. A step of its own because it decides where the
+// record starts: the previous install's, or a new one.
+func newInstallRun(env Env, a Agent, name string, prev *InstallDiff, index snapshotIndex) *installRun {
+	in := &installRun{env: env, name: name, index: index, oldIndex: snapshotIndex{Files: slices.Clone(index.Files)}}
+	// No record, yet the files may hold our wiring (the state directory was lost): what is
+	// ours gets recorded, so that uninstall has tier 1 rather than nothing.
+	if prev == nil {
+		in.adopted = adoptWiring(env, a)
+	}
+	in.diff = InstallDiff{Version: diffVersion, Agent: name, InstalledAt: installTime(env).UTC().Format(time.RFC3339)}
+	if prev != nil {
+		in.diff = *prev
+		in.diff.Files = slices.Clone(prev.Files)
+	}
+	in.next = nextSnapshot(index)
+	return in
+}
+
+// addUpstreams records the plan's upstreams the diff does not have yet: the first install
+// saw the user's own upstream, a later one would only see ours.
+func (in *installRun) addUpstreams(upstreams map[string]string) {
+	for k, v := range upstreams {
+		if _, ok := in.diff.Upstreams[k]; !ok {
+			if in.diff.Upstreams == nil {
+				in.diff.Upstreams = map[string]string{}
+			}
+			in.diff.Upstreams[k] = v
+		}
+	}
+}
+
+// file adds one planned file to the run: an unchanged file only gets its adopted wiring
+// recorded; a changed one goes into rep (path and diff) and the writes, and its ops into
+// its record, the one it has or a new one.
+func (in *installRun) file(fe FileEdit, rep *AgentReport) {
+	ours := in.adopted[fe.Path]
+	if bytes.Equal(fe.Before, fe.After) && (fe.Before == nil) == (fe.After == nil) {
+		in.recordUnchanged(fe.Path, ours)
+		return
+	}
+	rep.Files = append(rep.Files, fe.Path)
+	rep.Diff += unifiedDiff(fe.Path, fe.Before, fe.After)
+	mode := fe.Mode
+	if mode == 0 {
+		mode = fileMode(fe.Path, 0o600)
+	}
+	in.writes = append(in.writes, pendingWrite{fe.Path, fe.Before, fe.After, mode})
+	ops := keptOps(fe.Ops)
+	if len(ours) > 0 {
+		// Our values already there have no Old worth restoring: the ops remove them.
+		ops = mergeOps(ours, ops)
+	}
+	if i := slices.IndexFunc(in.diff.Files, func(df DiffFile) bool { return df.Path == fe.Path }); i >= 0 {
+		updateRecord(&in.diff.Files[i], fe, ops)
+		return
+	}
+	in.diff.Files = append(in.diff.Files, in.newRecord(fe, ours, ops))
+}
+
+// recordUnchanged records the adopted wiring ours of a file install leaves as it is, when
+// the diff has no record of it yet. Its own step because only here a file is recorded
+// without being written.
+func (in *installRun) recordUnchanged(path string, ours []Op) {
+	if len(ours) > 0 && !slices.ContainsFunc(in.diff.Files, func(df DiffFile) bool { return df.Path == path }) {
+		// No snapshot: a copy of the wired file would only put our wiring back.
+		in.diff.Files = append(in.diff.Files, DiffFile{Path: path, Existed: true, Ops: slices.Clone(ours)})
+		in.recorded = true
+	}
+}
+
+// updateRecord merges ops into the record df a previous install left for fe's file. Its
+// own step because it decides whether the snapshot still stands for the file before us.
+func updateRecord(df *DiffFile, fe FileEdit, ops []Op) {
+	df.Ops = mergeOps(df.Ops, ops)
+	// The snapshot stands for "before us" only while nobody else edited the file
+	// since our last write; otherwise uninstall must undo op by op.
+	if df.AfterSHA256 != "" && df.AfterSHA256 == sha256Hex(fe.Before) {
+		df.AfterSHA256 = sha256Hex(fe.After)
+	} else {
+		df.AfterSHA256 = ""
+	}
+}
+
+// newRecord is the record of a file the diff does not have yet, with its snapshot: one left
+// in the index by an install whose diff was lost, none for a file holding adopted wiring
+// ours, else a new one of fe.Before (added to the index and the snapshots to write). Its
+// own step because it is where the tiers of undo for the file are chosen.
+func (in *installRun) newRecord(fe FileEdit, ours, ops []Op) DiffFile {
+	df := DiffFile{Path: fe.Path, Existed: fe.Before != nil, AfterSHA256: sha256Hex(fe.After), Ops: ops}
+	if e, ok := in.index.find(fe.Path); ok {
+		// A snapshot left by an install whose diff was lost: it is older than our
+		// edits, so keep it rather than copying our own edits.
+		df.Existed = e.Existed
+		if e.Snapshot != "" {
+			df.Snapshot = filepath.Join(snapshotDir(in.env, in.name), e.Snapshot)
+		}
+	} else if len(ours) > 0 {
+		// The file holds our wiring from an install whose record was lost: no snapshot
+		// (it would only put that wiring back) and no hash, so uninstall undoes the ops.
+		df.Existed, df.AfterSHA256 = true, ""
+	} else {
+		e := snapshotEntry{Path: fe.Path, Existed: fe.Before != nil}
+		if fe.Before != nil {
+			e.Snapshot = strconv.Itoa(in.next) + ".snapshot"
+			in.next++
+			df.Snapshot = filepath.Join(snapshotDir(in.env, in.name), e.Snapshot)
+		}
+		in.index.Files = append(in.index.Files, e)
+		in.snapshots = append(in.snapshots, e)
+		in.snapshotBytes = append(in.snapshotBytes, fe.Before)
+	}
+	return df
+}
+
+// apply writes the state, then the agent's files. State first: a crash after it leaves a
+// diff (or at least snapshots) that uninstall can use; a crash before it has changed
+// nothing. On an error it puts back what it wrote (the files, then the state) and says so
+// in the error.
+func (in *installRun) apply() error {
+	env, name := in.env, in.name
 	dir := snapshotDir(env, name)
 	prevDiff, hadDiff, _ := readFile(diffPath(env, name))
-	undoState := func() {
-		if hadDiff {
-			_ = writeFileAtomic(diffPath(env, name), prevDiff, 0o600)
-		} else {
-			_ = removeFile(diffPath(env, name))
-		}
-		for _, e := range snapshots {
-			if e.Snapshot != "" {
-				_ = removeFile(filepath.Join(dir, e.Snapshot))
-			}
-		}
-		if len(oldIndex.Files) == 0 {
-			_ = os.RemoveAll(dir)
-		} else {
-			_ = writeJSON(indexPath(env, name), oldIndex)
-		}
+	if err := writeState(dir, in.snapshots, in.snapshotBytes, indexPath(env, name), in.index, diffPath(env, name), in.diff); err != nil {
+		in.undoState(prevDiff, hadDiff)
+		return fmt.Errorf("%w (nothing was changed)", err)
 	}
-	if err := writeState(dir, snapshots, snapshotBytes, indexPath(env, name), index, diffPath(env, name), diff); err != nil {
-		undoState()
-		rep.Err = fmt.Errorf("%w (nothing was changed)", err)
-		return rep
-	}
-	for i, w := range writes {
+	for i, w := range in.writes {
 		if err := writeFileAtomic(w.path, w.after, w.mode); err != nil {
 			// Put back what was written, so the agent's files stay as they were.
-			for _, u := range writes[:i] {
+			for _, u := range in.writes[:i] {
 				if u.before == nil {
 					_ = removeFile(u.path)
 				} else {
 					_ = writeFileAtomic(u.path, u.before, u.mode)
 				}
 			}
-			undoState()
-			rep.Err = fmt.Errorf("%w (the agent's files were put back as they were)", err)
-			return rep
+			in.undoState(prevDiff, hadDiff)
+			return fmt.Errorf("%w (the agent's files were put back as they were)", err)
 		}
 	}
-	return rep
+	return nil
+}
+
+// undoState puts the state back as apply found it: the diff (prevDiff, or none when
+// !hadDiff), no new snapshots, the index as read (no snapshot folder when it was empty).
+// Its own step because both failures of apply end in it; it is best effort.
+func (in *installRun) undoState(prevDiff []byte, hadDiff bool) {
+	env, name := in.env, in.name
+	dir := snapshotDir(env, name)
+	if hadDiff {
+		_ = writeFileAtomic(diffPath(env, name), prevDiff, 0o600)
+	} else {
+		_ = removeFile(diffPath(env, name))
+	}
+	for _, e := range in.snapshots {
+		if e.Snapshot != "" {
+			_ = removeFile(filepath.Join(dir, e.Snapshot))
+		}
+	}
+	if len(in.oldIndex.Files) == 0 {
+		_ = os.RemoveAll(dir)
+	} else {
+		_ = writeJSON(indexPath(env, name), in.oldIndex)
+	}
 }
 
 // writeState writes the new snapshots, the snapshot index and the install diff.

@@ -98,19 +98,37 @@ func revertJSON(doc *JSONDoc, op Op) (bool, error) {
 	}
 	parent := joinPointer(parts[:len(parts)-1])
 	if raw, ok := doc.Get(parent); ok && strings.HasPrefix(string(raw), "[") {
-		var elems []json.RawMessage
-		if json.Unmarshal(raw, &elems) == nil {
-			for i, e := range elems {
-				if sameValue(e, op.New) {
-					_, err := doc.Remove(parent + "/" + strconv.Itoa(i))
-					return err == nil, err
-				}
+		return removeAppended(doc, parent, raw, op.New)
+	}
+	if !ok {
+		return false, nil
+	}
+	return revertMember(doc, op, cur)
+}
+
+// removeAppended removes from the array raw at pointer parent the first element equal to
+// ours, an element we appended that other elements may have moved; it is done when none
+// is left. A step of its own because an array element is found by value, not by its index.
+func removeAppended(doc *JSONDoc, parent string, raw, ours json.RawMessage) (bool, error) {
+	var elems []json.RawMessage
+	if json.Unmarshal(raw, &elems) == nil {
+		for i, e := range elems {
+			if sameValue(e, ours) {
+				_, err := doc.Remove(parent + "/" + strconv.Itoa(i))
+				return err == nil, err
 			}
 		}
-		return true, nil // gone already
 	}
+	return true, nil // gone already
+}
+
+// revertMember undoes op, a member we added whose value cur (an object) gained other
+// members since: when op.New is an object of one member, that member is reverted on its own
+// and the object removed once it is empty. A step of its own because it recurses into
+// revertJSON for the member.
+func revertMember(doc *JSONDoc, op Op, cur json.RawMessage) (bool, error) {
 	var ours map[string]json.RawMessage
-	if !ok || json.Unmarshal(op.New, &ours) != nil || len(ours) != 1 || !strings.HasPrefix(string(cur), "{") {
+	if json.Unmarshal(op.New, &ours) != nil || len(ours) != 1 || !strings.HasPrefix(string(cur), "{") {
 		return false, nil
 	}
 	for k, v := range ours {

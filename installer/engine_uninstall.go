@@ -31,6 +31,7 @@ type fileChange struct {
 	mode          os.FileMode
 }
 
+// uninstall is Uninstall for one agent (see Uninstall for the tiers).
 func uninstall(env Env, a Agent, dryRun bool) AgentReport {
 	name := a.Name()
 	rep := AgentReport{Agent: name}
@@ -38,37 +39,9 @@ func uninstall(env Env, a Agent, dryRun bool) AgentReport {
 		rep.Err = errors.New("uninstall: no state directory to read the install diff from")
 		return rep
 	}
-	diff, derr := readDiff(env, name)
-	var changes []fileChange
-	var err error
-	if diff != nil {
-		rep.Tier = 1
-		changes, err = undoDiff(env, diff, &rep)
-	} else {
-		var index snapshotIndex
-		index, err = readIndex(env, name)
-		if err == nil && len(index.Files) == 0 {
-			// Tier 3: nothing recorded, so remove what is recognizably ours.
-			if u, ok := a.(Unwirer); ok {
-				changes, err = unwire(env, u, derr, &rep)
-			}
-			if err == nil && len(changes) == 0 {
-				if derr != nil {
-					rep.Err = fmt.Errorf("%v, and there are no snapshots: check the agent's files by hand", derr)
-				} else {
-					rep.Skipped = "nothing to undo: no install record in " + env.StateDir + ", and nothing of ours in the agent's files"
-				}
-				return rep
-			}
-		} else if err == nil {
-			rep.Tier = 2
-			if derr != nil {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%v: restoring the snapshots instead", derr))
-			} else {
-				rep.Notes = append(rep.Notes, "no install record in "+env.StateDir+": restoring the snapshots instead")
-			}
-			changes, err = restoreSnapshots(env, a, index, &rep)
-		}
+	changes, final, err := planUndo(env, a, name, &rep)
+	if final {
+		return rep
 	}
 	if err != nil {
 		rep.Err = err
@@ -83,6 +56,61 @@ func uninstall(env Env, a Agent, dryRun bool) AgentReport {
 	if dryRun {
 		return rep
 	}
+	if err := applyChanges(changes); err != nil {
+		rep.Err = err
+		return rep
+	}
+	if err := removeFile(diffPath(env, name)); err != nil {
+		rep.Err = fmt.Errorf("remove the install record: %w", err)
+		return rep
+	}
+	if err := os.RemoveAll(snapshotDir(env, name)); err != nil {
+		rep.Err = fmt.Errorf("remove the snapshots: %w", err)
+	}
+	return rep
+}
+
+// planUndo picks the tier for agent a (named name), setting rep.Tier and its notes, and
+// returns the changes that tier makes. final is true when there is nothing to undo: rep
+// then says why (Err or Skipped) and is done. A step of its own because it is the one
+// place the tiers are chosen; writing the changes is the same for all of them.
+func planUndo(env Env, a Agent, name string, rep *AgentReport) (changes []fileChange, final bool, err error) {
+	diff, derr := readDiff(env, name)
+	if diff != nil {
+		rep.Tier = 1
+		changes, err = undoDiff(env, diff, rep)
+		return changes, false, err
+	}
+	index, err := readIndex(env, name)
+	if err == nil && len(index.Files) == 0 {
+		// Tier 3: nothing recorded, so remove what is recognizably ours.
+		if u, ok := a.(Unwirer); ok {
+			changes, err = unwire(env, u, derr, rep)
+		}
+		if err == nil && len(changes) == 0 {
+			if derr != nil {
+				rep.Err = fmt.Errorf("%v, and there are no snapshots: check the agent's files by hand", derr)
+			} else {
+				rep.Skipped = "nothing to undo: no install record in " + env.StateDir + ", and nothing of ours in the agent's files"
+			}
+			return nil, true, nil
+		}
+	} else if err == nil {
+		rep.Tier = 2
+		if derr != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%v: restoring the snapshots instead", derr))
+		} else {
+			rep.Notes = append(rep.Notes, "no install record in "+env.StateDir+": restoring the snapshots instead")
+		}
+		changes, err = restoreSnapshots(env, a, index, rep)
+	}
+	return changes, false, err
+}
+
+// applyChanges writes (or, for after nil, removes) each changed file in order. When one
+// fails it puts back the ones already written and returns the error saying so. A step of
+// its own because it is all-or-nothing: the install record is removed only after it.
+func applyChanges(changes []fileChange) error {
 	for i, c := range changes {
 		var err error
 		if c.after == nil {
@@ -94,18 +122,10 @@ func uninstall(env Env, a Agent, dryRun bool) AgentReport {
 			for _, u := range changes[:i] {
 				_ = writeFileAtomic(u.path, u.before, u.mode)
 			}
-			rep.Err = fmt.Errorf("%w (the agent's files were put back as they were; the install record is kept)", err)
-			return rep
+			return fmt.Errorf("%w (the agent's files were put back as they were; the install record is kept)", err)
 		}
 	}
-	if err := removeFile(diffPath(env, name)); err != nil {
-		rep.Err = fmt.Errorf("remove the install record: %w", err)
-		return rep
-	}
-	if err := os.RemoveAll(snapshotDir(env, name)); err != nil {
-		rep.Err = fmt.Errorf("remove the snapshots: %w", err)
-	}
-	return rep
+	return nil
 }
 
 // Unwirer is implemented by an Agent that can find its wiring without an install record

@@ -241,39 +241,8 @@ func (a ClaudeCode) Unwire(env Env) (*AgentPlan, error) {
 		return nil, err
 	}
 	if settings.before != nil {
-		doc, err := parseJSONFile(settings)
-		if err != nil {
+		if err := unwireClaudeSettings(env, settings, plan); err != nil {
 			return nil, err
-		}
-		var ops []Op
-		if old, ok := getString(doc, "env", "ANTHROPIC_BASE_URL"); ok && isOurRoute(old, "/claude-code") {
-			if err := unwireJSON(doc, &ops, "env", "ANTHROPIC_BASE_URL"); err != nil {
-				return nil, fmt.Errorf("%s: %w", settings.path, err)
-			}
-			plan.Notes = append(plan.Notes, fmt.Sprintf("Claude Code: removed env.ANTHROPIC_BASE_URL (%s) from %s: Claude Code talks to its default API again", old, settings.path))
-		}
-		for _, h := range claudeHooks {
-			raw, ok := doc.Get(pointer("hooks", h.event))
-			if !ok {
-				continue
-			}
-			var list []json.RawMessage
-			if json.Unmarshal(raw, &list) != nil {
-				continue
-			}
-			ours := shellQuote(env.Exe) + " hook " + h.sub
-			for i := len(list) - 1; i >= 0; i-- {
-				if !isOurHook(list[i], h.sub) && !(env.Exe != "" && slices.Equal(hookCommands(list[i]), []string{ours})) {
-					continue
-				}
-				if err := unwireJSON(doc, &ops, "hooks", h.event, strconv.Itoa(i)); err != nil {
-					return nil, fmt.Errorf("%s: %w", settings.path, err)
-				}
-				plan.Notes = append(plan.Notes, fmt.Sprintf("Claude Code: removed the %s hook running `%s` from %s", h.event, strings.Join(hookCommands(list[i]), " "), settings.path))
-			}
-		}
-		if len(ops) > 0 {
-			plan.Files = append(plan.Files, settings.edit(doc.Bytes(), ops))
 		}
 	}
 
@@ -282,17 +251,8 @@ func (a ClaudeCode) Unwire(env Env) (*AgentPlan, error) {
 		return nil, err
 	}
 	if state.before != nil {
-		doc, err := parseJSONFile(state)
-		if err != nil {
+		if err := unwireClaudeState(state, plan); err != nil {
 			return nil, err
-		}
-		if _, ok := doc.Get(pointer("mcpServers", mcpServerName)); ok {
-			var ops []Op
-			if err := unwireJSON(doc, &ops, "mcpServers", mcpServerName); err != nil {
-				return nil, fmt.Errorf("%s: %w", state.path, err)
-			}
-			plan.Files = append(plan.Files, state.edit(doc.Bytes(), ops))
-			plan.Notes = append(plan.Notes, fmt.Sprintf("Claude Code: removed the MCP server mcpServers.%s from %s", mcpServerName, state.path))
 		}
 	}
 
@@ -303,4 +263,76 @@ func (a ClaudeCode) Unwire(env Env) (*AgentPlan, error) {
 		plan.Notes = append(plan.Notes, "Claude Code: removed the /smarter-compact command file "+fe.Path)
 	}
 	return plan, nil
+}
+
+// unwireClaudeSettings adds to plan the edit of settings.json that removes our
+// env.ANTHROPIC_BASE_URL and our hooks, with a note for each (no edit when neither is
+// there). A step of its own because settings.json is one of the two files Unwire edits,
+// each parsed and written on its own.
+func unwireClaudeSettings(env Env, settings current, plan *AgentPlan) error {
+	doc, err := parseJSONFile(settings)
+	if err != nil {
+		return err
+	}
+	var ops []Op
+	if old, ok := getString(doc, "env", "ANTHROPIC_BASE_URL"); ok && isOurRoute(old, "/claude-code") {
+		if err := unwireJSON(doc, &ops, "env", "ANTHROPIC_BASE_URL"); err != nil {
+			return fmt.Errorf("%s: %w", settings.path, err)
+		}
+		plan.Notes = append(plan.Notes, fmt.Sprintf("Claude Code: removed env.ANTHROPIC_BASE_URL (%s) from %s: Claude Code talks to its default API again", old, settings.path))
+	}
+	if err := unwireClaudeHooks(env, doc, settings.path, &ops, plan); err != nil {
+		return err
+	}
+	if len(ops) > 0 {
+		plan.Files = append(plan.Files, settings.edit(doc.Bytes(), ops))
+	}
+	return nil
+}
+
+// unwireClaudeHooks removes from doc (settings.json at path) every hook entry of
+// claudeHooks that runs a smarter-compact binary's `hook <sub>`, or env.Exe's, last first
+// so the indexes of the ones left stay right, adding the ops and a note per entry. A step
+// of its own because hooks are found by their command, not by a fixed key.
+func unwireClaudeHooks(env Env, doc *JSONDoc, path string, ops *[]Op, plan *AgentPlan) error {
+	for _, h := range claudeHooks {
+		raw, ok := doc.Get(pointer("hooks", h.event))
+		if !ok {
+			continue
+		}
+		var list []json.RawMessage
+		if json.Unmarshal(raw, &list) != nil {
+			continue
+		}
+		ours := shellQuote(env.Exe) + " hook " + h.sub
+		for i := len(list) - 1; i >= 0; i-- {
+			if !isOurHook(list[i], h.sub) && !(env.Exe != "" && slices.Equal(hookCommands(list[i]), []string{ours})) {
+				continue
+			}
+			if err := unwireJSON(doc, ops, "hooks", h.event, strconv.Itoa(i)); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			plan.Notes = append(plan.Notes, fmt.Sprintf("Claude Code: removed the %s hook running `%s` from %s", h.event, strings.Join(hookCommands(list[i]), " "), path))
+		}
+	}
+	return nil
+}
+
+// unwireClaudeState adds to plan the edit of ~/.claude.json that removes
+// mcpServers.smarter-compact, with a note (nothing when it is not there). A step of its own
+// because ~/.claude.json is the other file Unwire edits.
+func unwireClaudeState(state current, plan *AgentPlan) error {
+	doc, err := parseJSONFile(state)
+	if err != nil {
+		return err
+	}
+	if _, ok := doc.Get(pointer("mcpServers", mcpServerName)); ok {
+		var ops []Op
+		if err := unwireJSON(doc, &ops, "mcpServers", mcpServerName); err != nil {
+			return fmt.Errorf("%s: %w", state.path, err)
+		}
+		plan.Files = append(plan.Files, state.edit(doc.Bytes(), ops))
+		plan.Notes = append(plan.Notes, fmt.Sprintf("Claude Code: removed the MCP server mcpServers.%s from %s", mcpServerName, state.path))
+	}
+	return nil
 }

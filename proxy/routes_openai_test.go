@@ -67,12 +67,6 @@ func (u *adUpstream) last(t testing.TB) adRecord {
 	return u.reqs[len(u.reqs)-1]
 }
 
-func (u *adUpstream) count() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.reqs)
-}
-
 // adHTTP is a proxy served over HTTP with every family pointed at one upstream.
 type adHTTP struct {
 	*adEnv

@@ -16,7 +16,7 @@ import (
 // SetKeyIn sets `key = value` in the table [table] ("a.b", quoted parts allowed). value is
 // JSON as for SetKey. An existing `key = …` line of the table keeps its indentation and its
 // trailing comment and becomes `key = value` (the key bare when it may be, one space each
-// side of "="); the same value leaves the bytes unchanged. A missing key goes on a line of
+// side of "="); the same value in that form leaves the bytes unchanged. A missing key goes on a line of
 // its own after the table's last key (right after the header when it has none). A missing
 // table is appended at the end of the file after a blank line, with the key. An error (the
 // table or key defined as an inline table or dotted keys, an edit that would leave the file
@@ -39,9 +39,9 @@ func (d *TOMLDoc) SetKeyIn(table, key string, value json.RawMessage) (Op, error)
 	op := Op{Format: "toml", Path: path, New: val}
 	h := slices.IndexFunc(d.exprs, func(e tomlExpr) bool { return e.kind == unstable.Table && slices.Equal(e.key, parts) })
 	if h < 0 {
-		if err := d.definedElsewhere("["+table+"]", parts); err != nil {
-			return Op{}, fmt.Errorf("set %s: %w", path, err)
-		}
+		// A header after its sub-tables is valid TOML (unlike SetTable, no definedElsewhere);
+		// an inline table or dotted keys of the same name make the edit invalid, which apply
+		// refuses.
 		text := "[" + table + "]" + d.nl + line + d.nl
 		switch {
 		case len(d.b) == 0:
@@ -62,10 +62,7 @@ func (d *TOMLDoc) SetKeyIn(table, key string, value json.RawMessage) (Op, error)
 		if len(e.key) != 1 || e.key[0] != key {
 			continue
 		}
-		op.Old = d.valueAt(e)
-		if sameValue(op.Old, val) {
-			return op, nil
-		}
+		op.Old = d.valueAt(e) // the line is rewritten even for the same value, as app's editor did
 		body := bytes.TrimRight(d.b[e.line:lineEndAfter(d.b, e.end)], "\r\n")
 		indent := body[:len(body)-len(bytes.TrimLeft(body, " \t"))]
 		comment := ""

@@ -119,6 +119,16 @@ func (d *TOMLDoc) RemoveKeyIn(table, key string, dropTable, dropBlank, dropEOL b
 	if j < len(d.exprs) {
 		end = d.exprs[j].line
 	}
+	if dropTable && left == 0 {
+		ss = d.dropHeader(h, end, ss, dropBlank, dropEOL)
+	}
+	return op, d.apply("remove "+path, ss)
+}
+
+// dropHeader adds to ss, the removed key lines of the table whose header is expression h
+// and whose text ends at end, the header line when nothing but blank lines is left (see
+// RemoveKeyIn for dropBlank and dropEOL).
+func (d *TOMLDoc) dropHeader(h, end int, ss []textSplice, dropBlank, dropEOL bool) []textSplice {
 	s, body := d.exprs[h].line, lineEndAfter(d.b, d.exprs[h].end)
 	var rest []byte // the table's lines after its header, less the removed keys
 	for p, k := body, 0; p < end; k++ {
@@ -128,19 +138,19 @@ func (d *TOMLDoc) RemoveKeyIn(table, key string, dropTable, dropBlank, dropEOL b
 		}
 		rest, p = append(rest, d.b[p:end]...), end
 	}
-	if dropTable && left == 0 && isBlank(rest) {
-		head := textSplice{s, body, ""} // the header line; blank lines of the table stay
-		if dropBlank && s > 0 {
-			if p := lineStart(d.b, s-1); isBlank(d.b[p:s]) {
-				head.from = p
-			}
-		}
-		if n := head.from; dropEOL && end == len(d.b) && len(rest) == 0 && n > 0 {
-			head.from = n - lineBreakBefore(d.b, n)
-		}
-		ss = append([]textSplice{head}, ss...)
+	if !isBlank(rest) {
+		return ss
 	}
-	return op, d.apply("remove "+path, ss)
+	head := textSplice{s, body, ""} // the header line; blank lines of the table stay
+	if dropBlank && s > 0 {
+		if p := lineStart(d.b, s-1); isBlank(d.b[p:s]) {
+			head.from = p
+		}
+	}
+	if n := head.from; dropEOL && end == len(d.b) && len(rest) == 0 && n > 0 {
+		head.from = n - lineBreakBefore(d.b, n)
+	}
+	return append([]textSplice{head}, ss...)
 }
 
 // valueAt is the value of the key/value expression e as JSON (nil when it has none).

@@ -376,12 +376,11 @@ func chainUpstreams(w io.Writer, rep installer.Report, cfgPath string, port int,
 			break
 		}
 		section := "upstream.agents." + agent
-		lines := splitLines(string(text))
-		start, _ := tableSpan(lines, splitKeyPath(section))
-		n := len(lines)
-		rec.Tables[agent] = &upstreamTable{Keys: urls[agent], Created: start < 0,
-			Blank: start < 0 && n > 0 && strings.TrimSpace(lines[n-1]) != "",
-			EOL:   start < 0 && n > 0 && !strings.HasSuffix(lines[n-1], "\n")}
+		created := !hasTable(text, section)
+		last := text[bytes.LastIndexByte(text[:max(len(text)-1, 0)], '\n')+1:] // the last line
+		rec.Tables[agent] = &upstreamTable{Keys: urls[agent], Created: created,
+			Blank: created && len(text) > 0 && len(bytes.TrimSpace(last)) > 0,
+			EOL:   created && len(text) > 0 && !bytes.HasSuffix(last, []byte("\n"))}
 		text, err = setConfigKeys(text, section, keys[agent])
 	}
 	if err == nil && !bytes.Equal(text, old) {

@@ -78,15 +78,23 @@ func newRig(t testing.TB, s Settings, opts fakeupstream.Options) *rig {
 		opts.Reply = scriptedReply
 	}
 	fake := fakeupstream.Start(t, opts)
+	if s.Upstreams == nil {
+		s.Upstreams = map[string]string{}
+	}
+	s.Upstreams["anthropic"] = fake.URL
+	return rigAround(t, s, fake)
+}
+
+// rigAround opens a store root in t.TempDir() and serves a proxy with s (its upstreams
+// already pointed at fake) over httptest, logging into the rig's logBuf; all of it is
+// closed when the test ends.
+func rigAround(t testing.TB, s Settings, fake *fakeupstream.Server) *rig {
+	t.Helper()
 	root, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
-	if s.Upstreams == nil {
-		s.Upstreams = map[string]string{}
-	}
-	s.Upstreams["anthropic"] = fake.URL
 	logs := &logBuf{}
 	p := New(s, allOn{}, root, slog.New(slog.NewTextHandler(logs, nil)))
 	srv := httptest.NewServer(p)

@@ -114,6 +114,21 @@ func adDB(t testing.TB, root *store.Root, sid string) *sql.DB {
 	return db
 }
 
+// adRows reads back session sid's messages in seq order, each as "role/kind/name/text"
+// (name "-" when there is none).
+func adRows(t testing.TB, root *store.Root, sid string) []string {
+	t.Helper()
+	rows, err := adDB(t, root, sid).Query(`SELECT role, kind, coalesce(name, '-'), text FROM messages ORDER BY seq`)
+	must(t, err)
+	var got []string
+	for rows.Next() {
+		var r, k, n, x string
+		must(t, rows.Scan(&r, &k, &n, &x))
+		got = append(got, r+"/"+k+"/"+n+"/"+x)
+	}
+	return got
+}
+
 func adRowCount(t testing.TB, root *store.Root, sid string) int {
 	t.Helper()
 	m, _ := filepath.Glob(filepath.Join(root.Dir(), "sessions", sid+".db"))

@@ -90,11 +90,7 @@ func newRig(t testing.TB, s Settings, opts fakeupstream.Options) *rig {
 // closed when the test ends.
 func rigAround(t testing.TB, s Settings, fake *fakeupstream.Server) *rig {
 	t.Helper()
-	root, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
+	root := openRoot(t)
 	logs := &logBuf{}
 	p := New(s, allOn{}, root, slog.New(slog.NewTextHandler(logs, nil)))
 	srv := httptest.NewServer(p)
@@ -223,6 +219,17 @@ func TestTrimsAClaudeCodeSessionThroughTheStrictFake(t *testing.T) {
 			checkInContextMatchesLastRequest(t, db, reqs[len(reqs)-1].Body)
 		})
 	}
+}
+
+// openRoot opens a context root in t.TempDir(), closed when the test ends.
+func openRoot(t testing.TB) *store.Root {
+	t.Helper()
+	root, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root
 }
 
 func must(t testing.TB, err error) {

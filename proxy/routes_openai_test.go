@@ -75,11 +75,7 @@ type adHTTP struct {
 
 func newAdHTTP(t testing.TB, s Settings, toggles Toggles, upstream string) *adHTTP {
 	t.Helper()
-	root, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
+	root := openRoot(t)
 	s.Upstreams = map[string]string{"anthropic": upstream, "openai": upstream, "codex": upstream}
 	logs := &logBuf{}
 	p := New(s, toggles, root, slog.New(slog.NewTextHandler(logs, nil)))

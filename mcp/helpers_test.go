@@ -14,6 +14,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/embedding"
 	"github.com/smarter-compact/smarter-compact/store/storetest"
 )
 
@@ -45,6 +46,15 @@ func newRig(t *testing.T) *rig {
 	reader := storetest.OpenRootAt(t, r.dir)
 	r.srv = New(reader, Options{Workspace: r.workspace, Now: func() time.Time { return fixedNow }, Version: "test"})
 	return r
+}
+
+// embeddingServer is an MCP server like the rig's, over its own Root on the rig's directory,
+// with the embedding endpoint at url (model "m", 5 s timeout) for hybrid search.
+func (r *rig) embeddingServer(t *testing.T, url string) *Server {
+	t.Helper()
+	reader := storetest.OpenRootAt(t, r.dir)
+	return New(reader, Options{Workspace: r.workspace, Now: func() time.Time { return fixedNow }, Version: "test",
+		Embedding: embedding.NewClient(url, "", nil), EmbeddingModel: "m", EmbeddingTimeout: 5 * time.Second})
 }
 
 // register writes sessions/<sid>.json with cwd, registered at the given minute of fixedNow's

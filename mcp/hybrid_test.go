@@ -7,10 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/smarter-compact/smarter-compact/store"
-	"github.com/smarter-compact/smarter-compact/store/embedding"
 )
 
 // fakeEmbedder is an OpenAI-compatible /embeddings endpoint that answers each input with the
@@ -89,13 +85,7 @@ func TestSearchHybrid(t *testing.T) {
 	)
 	f := &fakeEmbedder{vecs: map[string][]float32{"deploy token": {1, 0, 0, 0}}}
 	url := f.start(t)
-	reader, err := store.Open(r.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reader.Close() })
-	srv := New(reader, Options{Workspace: r.workspace, Now: func() time.Time { return fixedNow }, Version: "test",
-		Embedding: embedding.NewClient(url, "", nil), EmbeddingModel: "m", EmbeddingTimeout: 5 * time.Second})
+	srv := r.embeddingServer(t, url)
 	c := httpClient(t, srv)
 	search := func(args map[string]any) hybridAnswer {
 		t.Helper()

@@ -3,10 +3,6 @@ package mcp
 import (
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/smarter-compact/smarter-compact/store"
-	"github.com/smarter-compact/smarter-compact/store/embedding"
 )
 
 func reviewHybridServer(t *testing.T, url string) (func(map[string]any) hybridAnswer, *rig) {
@@ -24,13 +20,7 @@ func reviewHybridServer(t *testing.T, url string) (func(map[string]any) hybridAn
 	if err := db.PutVectors("m", map[int64][]float32{1: {1, 0, 0, 0}, 2: {0, 0, 1, 0}}); err != nil {
 		t.Fatal(err)
 	}
-	reader, err := store.Open(r.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reader.Close() })
-	srv := New(reader, Options{Workspace: r.workspace, Now: func() time.Time { return fixedNow }, Version: "test",
-		Embedding: embedding.NewClient(url, "", nil), EmbeddingModel: "m", EmbeddingTimeout: 5 * time.Second})
+	srv := r.embeddingServer(t, url)
 	c := httpClient(t, srv)
 	return func(args map[string]any) hybridAnswer {
 		t.Helper()

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
-	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // newBenchConvo is the Claude Code conversation of the request-path benchmarks
@@ -17,12 +16,17 @@ func newBenchConvo() *fakeupstream.Convo {
 	return fakeupstream.NewConvo(fakeupstream.ClaudeCodeConvo, "bench")
 }
 
-func benchProxy(b testing.TB, trimAt int) *Proxy {
-	root, err := store.Open(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
+// benchConvoOf is newBenchConvo with n steps added.
+func benchConvoOf(n int) *fakeupstream.Convo {
+	c := newBenchConvo()
+	for range n {
+		c.Add()
 	}
-	b.Cleanup(func() { root.Close() })
+	return c
+}
+
+func benchProxy(b testing.TB, trimAt int) *Proxy {
+	root := openRoot(b)
 	s := testSettings(trimAt)
 	return New(s, allOn{}, root, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }

@@ -319,14 +319,7 @@ func TestChatRows(t *testing.T) {
 		`{"role":"assistant","content":null,"reasoning_content":"only rc"},` +
 		`{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"refusal","refusal":"no"}]}]}`)
 	e.send(t, adChat, adHeader("chat-rows"), body, false)
-	rows, err := adDB(t, e.root, "chat-rows").Query(`SELECT role, kind, coalesce(name, '-'), text FROM messages ORDER BY seq`)
-	must(t, err)
-	var got []string
-	for rows.Next() {
-		var r, k, n, x string
-		must(t, rows.Scan(&r, &k, &n, &x))
-		got = append(got, r+"/"+k+"/"+n+"/"+x)
-	}
+	got := adRows(t, e.root, "chat-rows")
 	want := []string{
 		"user/text/-/look", "user/text/-/[image]", "user/text/-/[document]",
 		"assistant/thinking/-/tb1", "assistant/text/-/Sure.",
@@ -551,14 +544,7 @@ func TestChatLegacyFunctionCall(t *testing.T) {
 		body := `{"model":"gpt-5.4","messages":[{"role":"user","content":"weather?"},` + fc("get_weather", `"{\"city\": \"Paris\"}"`, "") + `,` +
 			fr("get_weather", "sunny") + `,{"role":"assistant","content":"It is sunny."}]}`
 		e.send(t, adChat, adHeader("legacy-rows"), []byte(body), false)
-		rows, err := adDB(t, e.root, "legacy-rows").Query(`SELECT role, kind, coalesce(name, '-'), text FROM messages ORDER BY seq`)
-		must(t, err)
-		var got []string
-		for rows.Next() {
-			var r, k, n, x string
-			must(t, rows.Scan(&r, &k, &n, &x))
-			got = append(got, r+"/"+k+"/"+n+"/"+x)
-		}
+		got := adRows(t, e.root, "legacy-rows")
 		want := []string{"user/text/-/weather?", `assistant/tool_use/get_weather/{"city":"Paris"}`, "tool/tool_result/get_weather/sunny", "assistant/text/-/It is sunny."}
 		if strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Fatalf("rows\n got %q\nwant %q", got, want)

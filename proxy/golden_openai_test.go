@@ -29,11 +29,7 @@ type adEnv struct {
 // newAdEnv is a Proxy without HTTP over a fresh context root, with a fixed clock.
 func newAdEnv(t testing.TB, s Settings) *adEnv {
 	t.Helper()
-	root, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
+	root := openRoot(t)
 	logs := &logBuf{}
 	p := New(s, allOn{}, root, slog.New(slog.NewTextHandler(logs, nil)))
 	p.now = func() time.Time { return adNow }

@@ -49,10 +49,7 @@ func TestStoredRowsFreeTheirTextAndAGapIsRefilled(t *testing.T) {
 	p := benchProxy(t, 10_000_000)
 	const sid = "text-gone"
 	h := benchHeader(sid)
-	c := newBenchConvo()
-	for range 12 {
-		c.Add()
-	}
+	c := benchConvoOf(12)
 	for range 2 {
 		if _, _, err := p.rewrite(h, c.Body()); err != nil {
 			t.Fatal(err)
@@ -113,10 +110,7 @@ func TestStoredRowsFreeTheirTextAndAGapIsRefilled(t *testing.T) {
 // lose theirs (and keep working: their next request is parsed whole and trims the same).
 func TestSessionCachesStayWithinBudget(t *testing.T) {
 	p := benchProxy(t, 10_000_000)
-	c := newBenchConvo()
-	for range 60 {
-		c.Add()
-	}
+	c := benchConvoOf(60)
 	body := c.Body()
 	p.cacheBudget = int64(len(body)) * 5 // room for about two sessions (a message costs twice its bytes)
 	for i := range 6 {
@@ -153,10 +147,7 @@ func TestSessionCachesStayWithinBudget(t *testing.T) {
 // (run with -race to check the locking of recount).
 func TestSessionCacheBudgetUnderConcurrentRequests(t *testing.T) {
 	p := benchProxy(t, 10_000_000)
-	c := newBenchConvo()
-	for range 30 {
-		c.Add()
-	}
+	c := benchConvoOf(30)
 	base := c.Body()
 	p.cacheBudget = int64(len(base)) * 4
 	var wg sync.WaitGroup

@@ -6,15 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
-	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // Client simulators for the OpenAI formats, the Chat Completions and Responses
@@ -31,17 +28,8 @@ func newSimRig(t testing.TB, s Settings, opts fakeupstream.Options) *rig {
 		opts.Reply = simReply
 	}
 	fake := fakeupstream.Start(t, opts)
-	root, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
 	s.Upstreams = simUpstreams(fake)
-	logs := &logBuf{}
-	p := New(s, allOn{}, root, slog.New(slog.NewTextHandler(logs, nil)))
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
-	return &rig{fake: fake, proxy: p, srv: srv, root: root, logs: logs}
+	return rigAround(t, s, fake)
 }
 
 func simUpstreams(fake *fakeupstream.Server) map[string]string {

@@ -39,11 +39,7 @@ func TestPassThroughEarlyAnswerArrivesWhole(t *testing.T) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	t.Cleanup(upstream.Close)
-	root, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
+	root := openRoot(t)
 	s := DefaultSettings()
 	s.Upstreams = map[string]string{"anthropic": upstream.URL}
 	p := New(s, noneOn{}, root, slog.New(slog.DiscardHandler))

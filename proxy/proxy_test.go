@@ -78,15 +78,19 @@ func newRig(t testing.TB, s Settings, opts fakeupstream.Options) *rig {
 		opts.Reply = scriptedReply
 	}
 	fake := fakeupstream.Start(t, opts)
-	root, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
 	if s.Upstreams == nil {
 		s.Upstreams = map[string]string{}
 	}
 	s.Upstreams["anthropic"] = fake.URL
+	return rigAround(t, s, fake)
+}
+
+// rigAround opens a store root in t.TempDir() and serves a proxy with s (its upstreams
+// already pointed at fake) over httptest, logging into the rig's logBuf; all of it is
+// closed when the test ends.
+func rigAround(t testing.TB, s Settings, fake *fakeupstream.Server) *rig {
+	t.Helper()
+	root := openRoot(t)
 	logs := &logBuf{}
 	p := New(s, allOn{}, root, slog.New(slog.NewTextHandler(logs, nil)))
 	srv := httptest.NewServer(p)
@@ -215,6 +219,17 @@ func TestTrimsAClaudeCodeSessionThroughTheStrictFake(t *testing.T) {
 			checkInContextMatchesLastRequest(t, db, reqs[len(reqs)-1].Body)
 		})
 	}
+}
+
+// openRoot opens a context root in t.TempDir(), closed when the test ends.
+func openRoot(t testing.TB) *store.Root {
+	t.Helper()
+	root, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root
 }
 
 func must(t testing.TB, err error) {

@@ -424,14 +424,7 @@ func TestResponsesRows(t *testing.T) {
 		`{"type":"item_reference","id":"msg_0"},` +
 		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"All done."}]}]}`)
 	e.send(t, adResponses, adHeader("resp-rows"), body, false)
-	rows, err := adDB(t, e.root, "resp-rows").Query(`SELECT role, kind, coalesce(name, '-'), text FROM messages ORDER BY seq`)
-	must(t, err)
-	var got []string
-	for rows.Next() {
-		var r, k, n, x string
-		must(t, rows.Scan(&r, &k, &n, &x))
-		got = append(got, r+"/"+k+"/"+n+"/"+x)
-	}
+	got := adRows(t, e.root, "resp-rows")
 	want := []string{
 		"user/text/-/look", "user/text/-/[image]", "user/text/-/[document]",
 		"assistant/thinking/-/**Plan**\nthen act",

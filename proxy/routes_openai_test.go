@@ -75,11 +75,7 @@ type adHTTP struct {
 
 func newAdHTTP(t testing.TB, s Settings, toggles Toggles, upstream string) *adHTTP {
 	t.Helper()
-	root, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
+	root := openRoot(t)
 	s.Upstreams = map[string]string{"anthropic": upstream, "openai": upstream, "codex": upstream}
 	logs := &logBuf{}
 	p := New(s, toggles, root, slog.New(slog.NewTextHandler(logs, nil)))
@@ -112,6 +108,21 @@ func adDB(t testing.TB, root *store.Root, sid string) *sql.DB {
 	must(t, err)
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// adRows reads back session sid's messages in seq order, each as "role/kind/name/text"
+// (name "-" when there is none).
+func adRows(t testing.TB, root *store.Root, sid string) []string {
+	t.Helper()
+	rows, err := adDB(t, root, sid).Query(`SELECT role, kind, coalesce(name, '-'), text FROM messages ORDER BY seq`)
+	must(t, err)
+	var got []string
+	for rows.Next() {
+		var r, k, n, x string
+		must(t, rows.Scan(&r, &k, &n, &x))
+		got = append(got, r+"/"+k+"/"+n+"/"+x)
+	}
+	return got
 }
 
 func adRowCount(t testing.TB, root *store.Root, sid string) int {

@@ -162,15 +162,7 @@ func TestSyncRowsNoChangeWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := otherConn(t, d.Path(), "_busy_timeout=0")
-	conn, err := other.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	conn := holdWriteLock(t, d.Path(), "_busy_timeout=0")
 	res, err := d.SyncRows(rows, t0)
 	if err != nil || res != (SyncResult{}) {
 		t.Errorf("no-op SyncRows under a foreign write lock = %+v, %v", res, err)
@@ -376,18 +368,10 @@ func TestExternalWriteReloadsIndex(t *testing.T) {
 func TestSyncRowsLocked(t *testing.T) {
 	r := newRoot(t)
 	d := mustSession(t, r, "s")
-	other := otherConn(t, d.Path(), "")
-	conn, err := other.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	conn := holdWriteLock(t, d.Path(), "")
 	rows := chain([4]string{"user", "text", "", "blocked"})
 	start := time.Now()
-	_, err = d.SyncRows(rows, t0)
+	_, err := d.SyncRows(rows, t0)
 	waited := time.Since(start)
 	if err == nil || !strings.Contains(err.Error(), "locked") {
 		t.Errorf("SyncRows under a foreign write lock = %v, want database is locked", err)

@@ -19,6 +19,37 @@ func newRoot(t testing.TB) *Root {
 	return r
 }
 
+// reopen closes r and opens its directory again through the production Open, the way the
+// next process would; the new Root is closed when the test ends.
+func reopen(t testing.TB, r *Root) *Root {
+	t.Helper()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := Open(r.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r2.Close() })
+	return r2
+}
+
+// holdWriteLock takes the write lock of the database at path on a second connection (opened
+// with params, as otherConn) with BEGIN IMMEDIATE and returns that connection (ROLLBACK on it
+// lets go); the connection is closed when the test ends.
+func holdWriteLock(t testing.TB, path, params string) *sql.Conn {
+	t.Helper()
+	conn, err := otherConn(t, path, params).Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 // otherConn opens a second, independent connection to a database file, the way the MCP tools
 // (params "mode=ro") or another writer would.
 func otherConn(t testing.TB, path, params string) *sql.DB {

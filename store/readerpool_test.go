@@ -70,14 +70,7 @@ func TestReaderPoolReuse(t *testing.T) {
 	t.Run("immutable", func(t *testing.T) {
 		r := newRoot(t)
 		syncTestRows(t, mustSession(t, r, "s"), []testRow{{thread: "a", role: "user", text: "hello"}})
-		if err := r.Close(); err != nil {
-			t.Fatal(err)
-		}
-		r2, err := Open(r.Dir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r2.Close()
+		r2 := reopen(t, r)
 		settle(t, r2, "s")
 		a, b := shared(t, r2, "s"), shared(t, r2, "s")
 		if a != b || !a.immutable {
@@ -87,14 +80,7 @@ func TestReaderPoolReuse(t *testing.T) {
 	t.Run("fresh file not pooled without a -wal", func(t *testing.T) {
 		r := newRoot(t)
 		syncTestRows(t, mustSession(t, r, "s"), []testRow{{thread: "a", role: "user", text: "hello"}})
-		if err := r.Close(); err != nil {
-			t.Fatal(err)
-		}
-		r2, err := Open(r.Dir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r2.Close()
+		r2 := reopen(t, r)
 		if a := shared(t, r2, "s"); !a.immutable || r2.readers.size() != 0 {
 			t.Errorf("immutable %v, pool %d; want an immutable reader closed after use", a.immutable, r2.readers.size())
 		}
@@ -143,14 +129,7 @@ func TestPooledReaderSeesLaterCommits(t *testing.T) {
 func TestPooledReaderWriterAppears(t *testing.T) {
 	r := newRoot(t)
 	syncTestRows(t, mustSession(t, r, "s"), []testRow{{thread: "a", role: "user", text: "first"}})
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	r2, err := Open(r.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2.Close()
+	r2 := reopen(t, r)
 	settle(t, r2, "s")
 	old := shared(t, r2, "s")
 	if !old.immutable || r2.readers.size() != 1 {
@@ -189,14 +168,7 @@ func TestPooledReaderReplacedFile(t *testing.T) {
 			r := newRoot(t)
 			syncTestRows(t, mustSession(t, r, "s"), []testRow{{thread: "a", role: "user", text: "apple"}})
 			syncTestRows(t, mustSession(t, r, "other"), []testRow{{thread: "a", role: "user", text: "banana"}})
-			if err := r.Close(); err != nil {
-				t.Fatal(err)
-			}
-			r2, err := Open(r.Dir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r2.Close()
+			r2 := reopen(t, r)
 			if wal { // a writer on s keeps a -wal: the pooled reader is a WAL reader
 				syncTestRows(t, mustSession(t, r2, "s"), []testRow{{thread: "a", role: "user", text: "apple"}})
 			}

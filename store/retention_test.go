@@ -170,14 +170,7 @@ func TestSweepBlobs(t *testing.T) {
 			}
 		}
 		// Writers closed as in a fresh process; "expired" aged out.
-		if err := r.Close(); err != nil {
-			t.Fatal(err)
-		}
-		r2, err := Open(r.Dir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = r2.Close() })
+		r2 := reopen(t, r)
 		age(t, filepath.Join(r.Dir(), "sessions", "expired.db"), now.AddDate(0, 0, -40))
 		writeAged(t, filepath.Join(r.Dir(), "blobs", "README"), now.AddDate(0, 0, -60))
 		return r2, ids

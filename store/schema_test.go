@@ -29,12 +29,11 @@ var contractObjects = []masterRow{
 	{"table", "events", "CREATE TABLE events (id INTEGER PRIMARY KEY, at TEXT NOT NULL, kind TEXT NOT NULL, version TEXT NOT NULL,\n  location TEXT, error TEXT, tokens_before INTEGER, tokens_after INTEGER, dropped INTEGER, model TEXT, thread_root TEXT, trimmed INTEGER, input_tokens INTEGER, cache_read_tokens INTEGER, cache_creation_tokens INTEGER, output_tokens INTEGER, breakpoints INTEGER, breakpoint_at TEXT)"},
 }
 
-// masterOf lists the contract's objects as a second connection sees them, in creation order.
-func masterOf(t *testing.T, db *sql.DB) []masterRow {
+// queryMaster runs query, which selects type, name and sql from sqlite_master, and returns
+// its rows.
+func queryMaster(t *testing.T, db *sql.DB, query string) []masterRow {
 	t.Helper()
-	rows, err := db.Query(`SELECT type, name, sql FROM sqlite_master WHERE name IN
-		('messages','messages_thread','lines','messages_fts','lines_fts','messages_fts_insert','lines_fts_insert','vectors','events')
-		ORDER BY rowid`)
+	rows, err := db.Query(query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,24 +49,19 @@ func masterOf(t *testing.T, db *sql.DB) []masterRow {
 	return out
 }
 
+// masterOf lists the contract's objects as a second connection sees them, in creation order.
+func masterOf(t *testing.T, db *sql.DB) []masterRow {
+	t.Helper()
+	return queryMaster(t, db, `SELECT type, name, sql FROM sqlite_master WHERE name IN
+		('messages','messages_thread','lines','messages_fts','lines_fts','messages_fts_insert','lines_fts_insert','vectors','events')
+		ORDER BY rowid`)
+}
+
 // fullMaster is all of sqlite_master (shadow tables and autoindexes included), for comparing a
 // migrated database with a new one.
 func fullMaster(t *testing.T, db *sql.DB) []masterRow {
 	t.Helper()
-	rows, err := db.Query(`SELECT type, name, coalesce(sql, '') FROM sqlite_master ORDER BY type, name`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []masterRow
-	for rows.Next() {
-		var m masterRow
-		if err := rows.Scan(&m.Type, &m.Name, &m.SQL); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
-	}
-	return out
+	return queryMaster(t, db, `SELECT type, name, coalesce(sql, '') FROM sqlite_master ORDER BY type, name`)
 }
 
 func TestNewDatabaseSchema(t *testing.T) {

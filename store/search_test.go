@@ -98,16 +98,7 @@ func TestSearchQuery(t *testing.T) {
 		{"separator word ignored for lines", SearchOptions{Query: "error -"}, []int64{3}, []int{1}, 1, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			res, err := rd.Search(ctx, c.o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.TotalMatches != c.total || res.LineMatches != c.lines || res.TimedOut {
-				t.Errorf("total %d lines %d timedOut %v, want %d %d", res.TotalMatches, res.LineMatches, res.TimedOut, c.total, c.lines)
-			}
-			if c.seqs != nil && !slices.Equal(seqs(res.Hits), c.seqs) {
-				t.Errorf("hits %v, want %v", seqs(res.Hits), c.seqs)
-			}
+			res := searchCounts(t, rd, ctx, c.o, c.total, c.lines, c.seqs)
 			if c.matched != nil {
 				var m []int
 				for _, h := range res.Hits {
@@ -234,16 +225,7 @@ func TestSearchPattern(t *testing.T) {
 		{"counts only", SearchOptions{Pattern: mustRegexp(t, `(?i)staging`), Limit: -1}, nil, 4, 6},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			res, err := rd.Search(ctx, c.o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.TotalMatches != c.total || res.LineMatches != c.lines || res.TimedOut {
-				t.Errorf("total %d lines %d timedOut %v, want %d %d", res.TotalMatches, res.LineMatches, res.TimedOut, c.total, c.lines)
-			}
-			if c.seqs != nil && !slices.Equal(seqs(res.Hits), c.seqs) {
-				t.Errorf("hits %v, want %v", seqs(res.Hits), c.seqs)
-			}
+			res := searchCounts(t, rd, ctx, c.o, c.total, c.lines, c.seqs)
 			for _, h := range res.Hits {
 				if h.MatchedTerms != 0 || h.Rank != -float64(h.Seq) || h.Role != rows[h.Seq-1].role {
 					t.Errorf("hit %+v", h)
@@ -309,4 +291,21 @@ func TestExcerpt(t *testing.T) {
 			t.Errorf("excerpt(%q, %d, %d) = %q, want %q", c.text, c.pos, c.n, got, c.want)
 		}
 	}
+}
+
+// searchCounts runs rd.Search(o) and checks its totals (and that it did not time out) and,
+// when seqs is not nil, the seqs of its hits.
+func searchCounts(t *testing.T, rd *Reader, ctx context.Context, o SearchOptions, total, lines int, wantSeqs []int64) SearchResult {
+	t.Helper()
+	res, err := rd.Search(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.TotalMatches != total || res.LineMatches != lines || res.TimedOut {
+		t.Errorf("total %d lines %d timedOut %v, want %d %d", res.TotalMatches, res.LineMatches, res.TimedOut, total, lines)
+	}
+	if wantSeqs != nil && !slices.Equal(seqs(res.Hits), wantSeqs) {
+		t.Errorf("hits %v, want %v", seqs(res.Hits), wantSeqs)
+	}
+	return res
 }

@@ -201,17 +201,7 @@ func TestSessionsCache(t *testing.T) {
 	ageSessionFiles(t, r, "s", old)
 	rowsOf := func() SessionInfo {
 		t.Helper()
-		list, err := r.Sessions(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range list {
-			if s.SessionID == "s" {
-				return s
-			}
-		}
-		t.Fatalf("session s not listed: %+v", list)
-		return SessionInfo{}
+		return listedSession(t, r, ctx, "s")
 	}
 	if s := rowsOf(); s.Rows != 1 {
 		t.Fatalf("rows %d, want 1", s.Rows)
@@ -233,17 +223,7 @@ func TestSessionsCache(t *testing.T) {
 	age(t, dbPath, old)
 	fx := func() SessionInfo {
 		t.Helper()
-		list, err := r.Sessions(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range list {
-			if s.SessionID == "fx" {
-				return s
-			}
-		}
-		t.Fatalf("session fx not listed: %+v", list)
-		return SessionInfo{}
+		return listedSession(t, r, ctx, "fx")
 	}
 	if s := fx(); s.Rows != 2 || s.Trims != 1 || s.Problem != "" {
 		t.Fatalf("fixture: %+v", s)
@@ -507,4 +487,20 @@ func BenchmarkStatus200(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// listedSession is session sid as r.Sessions lists it; the test fails when it is not listed.
+func listedSession(t *testing.T, r *Root, ctx context.Context, sid string) SessionInfo {
+	t.Helper()
+	list, err := r.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list {
+		if s.SessionID == sid {
+			return s
+		}
+	}
+	t.Fatalf("session %s not listed: %+v", sid, list)
+	return SessionInfo{}
 }

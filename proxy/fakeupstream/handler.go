@@ -60,11 +60,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec *Recorded,
 		reply = s.opts.Reply
 	}
 	rp := reply(req)
-	if rp.Error != nil {
-		return rp.Error
-	}
-	if rp.StreamError != nil && !p.stream {
-		return rp.StreamError
+	if err := rp.failure(p.stream); err != nil {
+		return err
 	}
 
 	s.mu.Lock()

@@ -55,6 +55,12 @@ func post(t *testing.T, url string, body any, h http.Header) (*http.Response, []
 		t.Fatal(err)
 	}
 	req.Header = h
+	return do(t, req)
+}
+
+// do sends req with the default client and returns the response and its whole body.
+func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package fakeupstream_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -20,16 +19,7 @@ func TestOpenAIRoutes(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
 		req.Header = oaHeaders(extra...)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp, out
+		return do(t, req)
 	}
 
 	for _, path := range []string{"/v1/models", "/backend-api/codex/models?client_version=0.171.0", "/models"} {

@@ -53,6 +53,18 @@ type Reply struct {
 	Truncate bool
 }
 
+// failure is the error the handler answers instead of a message: Error, or StreamError on a
+// non-streaming request (stream false); nil when the reply is a message.
+func (rp Reply) failure(stream bool) *Error {
+	if rp.Error != nil {
+		return rp.Error
+	}
+	if rp.StreamError != nil && !stream {
+		return rp.StreamError
+	}
+	return nil
+}
+
 // Block is one content block of a scripted reply.
 type Block struct {
 	Type  string // "thinking", "redacted_thinking", "text" or "tool_use"

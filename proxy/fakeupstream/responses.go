@@ -400,11 +400,8 @@ func (s *Server) responsesAPI(w http.ResponseWriter, r *http.Request, rec *Recor
 		Format: FormatResponses, Method: r.Method, Path: rec.Path, Header: rec.Header, Raw: rec.Raw, Body: rec.Body,
 		Model: p.model, Stream: p.stream, Params: doc, Tools: p.tools, Items: p.items, Instructions: p.instructions,
 	})
-	if rp.Error != nil {
-		return rp.Error
-	}
-	if rp.StreamError != nil && !p.stream {
-		return rp.StreamError
+	if err := rp.failure(p.stream); err != nil {
+		return err
 	}
 
 	s.mu.Lock()

@@ -218,7 +218,21 @@ func fakeEnv(t *testing.T, files map[string]string) Env {
 // snapshotTree reads every file under root (relative slash paths → bytes).
 func snapshotTree(t *testing.T, root string) map[string]string {
 	t.Helper()
+	files, err := walkTree(root)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
 	tree := map[string]string{}
+	for name, b := range files {
+		tree[name] = string(b)
+	}
+	return tree
+}
+
+// walkTree reads every regular file under root by its slash path; on an error it
+// returns what it read so far with the error.
+func walkTree(root string) (map[string][]byte, error) {
+	out := map[string][]byte{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -228,13 +242,10 @@ func snapshotTree(t *testing.T, root string) map[string]string {
 			return err
 		}
 		rel, _ := filepath.Rel(root, p)
-		tree[filepath.ToSlash(rel)] = string(b)
+		out[filepath.ToSlash(rel)] = b
 		return nil
 	})
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		t.Fatal(err)
-	}
-	return tree
+	return out, err
 }
 
 func sameTree(t *testing.T, what string, got, want map[string]string) {

@@ -67,23 +67,12 @@ func TestE2EClaudeCodeRecalls(t *testing.T) {
 
 	work := filepath.Join(t.TempDir(), "work")
 	home := filepath.Join(t.TempDir(), "home")
-	for _, d := range []string{work, home} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	makeDirs(t, work, home)
 	sc := &recallScript{dir: filepath.Join(work, "data")}
 	sc.writeFiles(t)
 
-	fake := fakeupstream.Start(t, fakeupstream.Options{Reply: sc.reply, APIKey: "dummy-key"})
-	srv := startServe(t, bin,
-		"SMARTER_COMPACT_UPSTREAM_ANTHROPIC="+fake.URL,
-		"CONTEXT_TRIM_AT_TOKENS="+strconv.Itoa(trimAtTokens))
-	tp := startTap(t, srv.url())
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpRequests(t, tp, fake)
-		}
+	fake, srv, tp := startRig(t, bin, sc.reply, func(fakeURL string) []string {
+		return []string{"SMARTER_COMPACT_UPSTREAM_ANTHROPIC=" + fakeURL, "CONTEXT_TRIM_AT_TOKENS=" + strconv.Itoa(trimAtTokens)}
 	})
 	mcpConfig := writeMCPConfig(t, bin, srv.stateDir)
 

@@ -110,13 +110,7 @@ func platformUninstall(ctx context.Context, c ServiceConfig, def ServiceDef) (Se
 }
 
 func platformStart(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceResult, error) {
-	if _, err := os.Stat(def.Path); err != nil {
-		return ServiceResult{}, fmt.Errorf("%w (no %s)", ErrServiceNotInstalled, def.Path)
-	}
-	if err := sameHome(c.Home); err != nil {
-		return ServiceResult{}, err
-	}
-	svc, err := launchdService(c, def)
+	svc, err := registeredService(c, def, launchdService)
 	if err != nil {
 		return ServiceResult{}, err
 	}

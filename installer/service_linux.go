@@ -218,13 +218,7 @@ func platformUninstall(ctx context.Context, c ServiceConfig, def ServiceDef) (Se
 
 func platformStart(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceResult, error) {
 	unit := filepath.Base(def.Path)
-	if _, err := os.Stat(def.Path); err != nil {
-		return ServiceResult{}, fmt.Errorf("%w (no %s)", ErrServiceNotInstalled, def.Path)
-	}
-	if err := sameHome(c.Home); err != nil {
-		return ServiceResult{}, err
-	}
-	svc, err := systemdService(c, def)
+	svc, err := registeredService(c, def, systemdService)
 	if err != nil {
 		return ServiceResult{}, err
 	}

@@ -76,12 +76,7 @@ func TestE2EClaudeCodeRecalls(t *testing.T) {
 	})
 	mcpConfig := writeMCPConfig(t, bin, srv.stateDir)
 
-	env := []string{
-		"HOME=" + home,
-		"ANTHROPIC_BASE_URL=" + tp.URL + "/claude-code",
-		"ANTHROPIC_API_KEY=dummy-key",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-	}
+	env := claudeEnv(home, tp.URL)
 	var runs []agentRun
 	start := time.Now()
 	for i, turn := range recallTurns {
@@ -109,14 +104,7 @@ func TestE2EClaudeCodeRecalls(t *testing.T) {
 		t.Fatalf("%v\n%s", err, srv.log)
 	}
 
-	recs := fake.Requests()
-	if rej := fake.Rejections(); len(rej) > 0 {
-		var b strings.Builder
-		for _, r := range rej {
-			fmt.Fprintf(&b, "\n%s %s -> %d %s: %s", r.Method, r.Path, r.Status, r.ErrorType, r.Error)
-		}
-		t.Fatalf("the fake upstream rejected %d of %d requests:%s\n%s", len(rej), len(recs), b.String(), diagnose(fake, srv))
-	}
+	recs := acceptedRequests(t, fake, srv)
 	sent := tp.requests()
 	sid := ""
 	for i, r := range recs {

@@ -152,11 +152,10 @@ func platformStop(ctx context.Context, c ServiceConfig, def ServiceDef) (Service
 }
 
 func platformStatus(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceState, error) {
-	b, err := os.ReadFile(def.Path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return ServiceState{}, fmt.Errorf("read %s: %w", def.Path, err)
+	st, err := registeredFile("darwin", def)
+	if err != nil {
+		return ServiceState{}, err
 	}
-	st := registeredState("darwin", def, string(b), err == nil)
 	st.Enabled = st.Installed // the plist has RunAtLoad: launchd loads it at login
 	st = withHealth(ctx, st, c.Port)
 	if st.Installed {

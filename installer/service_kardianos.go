@@ -3,7 +3,9 @@
 package installer
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/kardianos/service"
@@ -27,4 +29,15 @@ func registeredService(c ServiceConfig, def ServiceDef, build func(ServiceConfig
 		return nil, err
 	}
 	return build(c, def)
+}
+
+// registeredFile reads def's unit or plist and fills the registration part of a
+// ServiceState from it (registeredState); a missing file means nothing is registered,
+// any other read error is returned naming the path.
+func registeredFile(goos string, def ServiceDef) (ServiceState, error) {
+	b, err := os.ReadFile(def.Path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return ServiceState{}, fmt.Errorf("read %s: %w", def.Path, err)
+	}
+	return registeredState(goos, def, string(b), err == nil), nil
 }

@@ -262,11 +262,10 @@ func platformStop(ctx context.Context, c ServiceConfig, def ServiceDef) (Service
 }
 
 func platformStatus(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceState, error) {
-	b, err := os.ReadFile(def.Path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return ServiceState{}, fmt.Errorf("read %s: %w", def.Path, err)
+	st, err := registeredFile("linux", def)
+	if err != nil {
+		return ServiceState{}, err
 	}
-	st := registeredState("linux", def, string(b), err == nil)
 	st.Enabled = systemdEnabled(def.Path)
 	st = withHealth(ctx, st, c.Port)
 	if st.Installed {

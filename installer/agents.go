@@ -98,12 +98,8 @@ func isOurs(env Env, raw string) bool {
 	if err != nil || u.Host == "" {
 		return false
 	}
-	switch strings.ToLower(u.Hostname()) {
-	case "127.0.0.1", "localhost", "::1":
-	default:
-		if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
-			return false
-		}
+	if !isLoopbackHost(u) {
+		return false
 	}
 	if u.Port() == strconv.Itoa(env.Port) {
 		return true
@@ -284,6 +280,17 @@ func notInstalled(agent string, looked ...string) error {
 	return fmt.Errorf("%s: %w (looked for %s)", agent, ErrNotInstalled, strings.Join(looked, ", "))
 }
 
+// isLoopbackHost reports whether u names this machine: 127.0.0.1, localhost, ::1
+// (any case) or another loopback IP address.
+func isLoopbackHost(u *url.URL) bool {
+	switch strings.ToLower(u.Hostname()) {
+	case "127.0.0.1", "localhost", "::1":
+		return true
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && ip.IsLoopback()
+}
+
 // isOurRoute reports whether raw is a loopback URL whose path is route or under it (any
 // port: an earlier install may have used another). Tier 3 of uninstall removes only such
 // values, which nothing but this proxy serves.
@@ -292,12 +299,8 @@ func isOurRoute(raw, route string) bool {
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
 	}
-	switch strings.ToLower(u.Hostname()) {
-	case "127.0.0.1", "localhost", "::1":
-	default:
-		if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
-			return false
-		}
+	if !isLoopbackHost(u) {
+		return false
 	}
 	p := strings.TrimRight(u.Path, "/")
 	return p == route || strings.HasPrefix(p, route+"/")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -335,19 +334,7 @@ func writeTree(t *testing.T, root string, files map[string][]byte) {
 // readTree returns every regular file under root by its slash path.
 func readTree(t *testing.T, root string) map[string][]byte {
 	t.Helper()
-	out := map[string][]byte{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		out[filepath.ToSlash(rel)] = b
-		return nil
-	})
+	out, err := walkTree(root)
 	if err != nil {
 		t.Fatal(err)
 	}

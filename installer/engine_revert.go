@@ -19,6 +19,7 @@ func revertOps(cur []byte, ops []Op) ([]byte, []string, error) {
 	var err error
 	for i := len(ops) - 1; i >= 0; i-- {
 		op := ops[i]
+		var reverted bool
 		switch op.Format {
 		case "json":
 			if jdoc == nil {
@@ -26,26 +27,14 @@ func revertOps(cur []byte, ops []Op) ([]byte, []string, error) {
 					return nil, nil, err
 				}
 			}
-			ok, err := revertJSON(jdoc, op)
-			if err != nil {
-				return nil, nil, err
-			}
-			if !ok {
-				kept = append(kept, op.Path)
-			}
+			reverted, err = revertJSON(jdoc, op)
 		case "toml":
 			if tdoc == nil {
 				if tdoc, err = ParseTOMLDoc(cur); err != nil {
 					return nil, nil, err
 				}
 			}
-			ok, err := revertTOML(tdoc, op)
-			if err != nil {
-				return nil, nil, err
-			}
-			if !ok {
-				kept = append(kept, op.Path)
-			}
+			reverted, err = revertTOML(tdoc, op)
 		case "file":
 			var content string
 			if json.Unmarshal(op.New, &content) != nil || content != string(cur) {
@@ -55,6 +44,12 @@ func revertOps(cur []byte, ops []Op) ([]byte, []string, error) {
 			return nil, kept, nil
 		default:
 			return nil, nil, fmt.Errorf("unknown op format %q in the install record", op.Format)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if !reverted {
+			kept = append(kept, op.Path)
 		}
 	}
 	switch {

@@ -52,15 +52,10 @@ func (f fakeAgent) Plan(env Env) (*AgentPlan, error) {
 	}
 	plan := &AgentPlan{Agent: f.name}
 	if len(f.jsonSet) > 0 {
-		before, mode, err := readForPlan(f.jsonPath(env))
+		fe, doc, err := openForPlan(readForPlan, f.jsonPath(env), ParseJSONDoc)
 		if err != nil {
 			return nil, err
 		}
-		doc, err := ParseJSONDoc(before)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.jsonPath(env), err)
-		}
-		fe := FileEdit{Path: f.jsonPath(env), Before: before, Mode: mode}
 		for _, ptr := range sortedKeysOf(f.jsonSet) {
 			if old, ok := doc.Get(ptr); ok && ptr == "/env/ANTHROPIC_BASE_URL" && !strings.Contains(string(old), "127.0.0.1") {
 				plan.Upstreams = map[string]string{"anthropic": strings.Trim(string(old), `"`)}
@@ -80,21 +75,16 @@ func (f fakeAgent) Plan(env Env) (*AgentPlan, error) {
 			fe.Ops = append(fe.Ops, op)
 		}
 		fe.After = doc.Bytes()
-		if before == nil && len(fe.Ops) == 0 {
+		if fe.Before == nil && len(fe.Ops) == 0 {
 			fe.After = nil
 		}
 		plan.Files = append(plan.Files, fe)
 	}
 	if len(f.tomlKey)+len(f.tables) > 0 {
-		before, mode, err := readForPlan(f.tomlPath(env))
+		fe, doc, err := openForPlan(readForPlan, f.tomlPath(env), ParseTOMLDoc)
 		if err != nil {
 			return nil, err
 		}
-		doc, err := ParseTOMLDoc(before)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.tomlPath(env), err)
-		}
-		fe := FileEdit{Path: f.tomlPath(env), Before: before, Mode: mode}
 		for _, k := range sortedKeysOf(f.tomlKey) {
 			op, err := doc.SetKey(k, json.RawMessage(port(f.tomlKey[k])))
 			if err != nil {
@@ -147,6 +137,20 @@ func sortedKeysOf(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// openForPlan reads path with read and parses it with parse; the FileEdit it returns
+// holds the path, the bytes before and the mode. A parse error names the path.
+func openForPlan[D any](read func(string) ([]byte, os.FileMode, error), path string, parse func([]byte) (D, error)) (FileEdit, D, error) {
+	var doc D
+	before, mode, err := read(path)
+	if err != nil {
+		return FileEdit{}, doc, err
+	}
+	if doc, err = parse(before); err != nil {
+		return FileEdit{}, doc, fmt.Errorf("%s: %w", path, err)
+	}
+	return FileEdit{Path: path, Before: before, Mode: mode}, doc, nil
 }
 
 // theFake is the fake agent most tests use.
@@ -218,7 +222,21 @@ func fakeEnv(t *testing.T, files map[string]string) Env {
 // snapshotTree reads every file under root (relative slash paths → bytes).
 func snapshotTree(t *testing.T, root string) map[string]string {
 	t.Helper()
+	files, err := walkTree(root)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
 	tree := map[string]string{}
+	for name, b := range files {
+		tree[name] = string(b)
+	}
+	return tree
+}
+
+// walkTree reads every regular file under root by its slash path; on an error it
+// returns what it read so far with the error.
+func walkTree(root string) (map[string][]byte, error) {
+	out := map[string][]byte{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -228,13 +246,10 @@ func snapshotTree(t *testing.T, root string) map[string]string {
 			return err
 		}
 		rel, _ := filepath.Rel(root, p)
-		tree[filepath.ToSlash(rel)] = string(b)
+		out[filepath.ToSlash(rel)] = b
 		return nil
 	})
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		t.Fatal(err)
-	}
-	return tree
+	return out, err
 }
 
 func sameTree(t *testing.T, what string, got, want map[string]string) {

@@ -544,22 +544,14 @@ func prepare(cfg ServiceConfig) (ServiceConfig, ServiceDef, error) {
 // ErrServiceUnsupported (wrapped) where there is no manager, a home other than the
 // process's (Linux, macOS), or the manager's failure with its output.
 func ServiceInstall(ctx context.Context, cfg ServiceConfig) (ServiceResult, error) {
-	c, def, err := prepare(cfg)
-	if err != nil {
-		return ServiceResult{}, err
-	}
-	return platformInstall(ctx, c, def)
+	return prepared(ctx, cfg, platformInstall)
 }
 
 // ServiceUninstall removes the registration (unit and its enable link, plist, Run value).
 // It does not stop a running service, except on macOS where unloading the LaunchAgent
 // does; call ServiceStop first. Nothing registered: Changed false, no error.
 func ServiceUninstall(ctx context.Context, cfg ServiceConfig) (ServiceResult, error) {
-	c, def, err := prepare(cfg)
-	if err != nil {
-		return ServiceResult{}, err
-	}
-	return platformUninstall(ctx, c, def)
+	return prepared(ctx, cfg, platformUninstall)
 }
 
 // ServiceStart starts the service and waits until /healthz answers. It is idempotent: when
@@ -588,11 +580,17 @@ func ServiceStart(ctx context.Context, cfg ServiceConfig) (ServiceResult, error)
 // registered, no manager to ask, no stop event), or it still answers afterwards: that
 // service was started another way and must be stopped there.
 func ServiceStop(ctx context.Context, cfg ServiceConfig) (ServiceResult, error) {
+	return prepared(ctx, cfg, platformStop)
+}
+
+// prepared runs step with cfg as prepare completes it and its service definition, or
+// returns prepare's error.
+func prepared(ctx context.Context, cfg ServiceConfig, step func(context.Context, ServiceConfig, ServiceDef) (ServiceResult, error)) (ServiceResult, error) {
 	c, def, err := prepare(cfg)
 	if err != nil {
 		return ServiceResult{}, err
 	}
-	return platformStop(ctx, c, def)
+	return step(ctx, c, def)
 }
 
 // ServiceStatus reports the registration, the manager's view and the health check. It

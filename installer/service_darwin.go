@@ -110,13 +110,7 @@ func platformUninstall(ctx context.Context, c ServiceConfig, def ServiceDef) (Se
 }
 
 func platformStart(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceResult, error) {
-	if _, err := os.Stat(def.Path); err != nil {
-		return ServiceResult{}, fmt.Errorf("%w (no %s)", ErrServiceNotInstalled, def.Path)
-	}
-	if err := sameHome(c.Home); err != nil {
-		return ServiceResult{}, err
-	}
-	svc, err := launchdService(c, def)
+	svc, err := registeredService(c, def, launchdService)
 	if err != nil {
 		return ServiceResult{}, err
 	}
@@ -158,11 +152,10 @@ func platformStop(ctx context.Context, c ServiceConfig, def ServiceDef) (Service
 }
 
 func platformStatus(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceState, error) {
-	b, err := os.ReadFile(def.Path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return ServiceState{}, fmt.Errorf("read %s: %w", def.Path, err)
+	st, err := registeredFile("darwin", def)
+	if err != nil {
+		return ServiceState{}, err
 	}
-	st := registeredState("darwin", def, string(b), err == nil)
 	st.Enabled = st.Installed // the plist has RunAtLoad: launchd loads it at login
 	st = withHealth(ctx, st, c.Port)
 	if st.Installed {

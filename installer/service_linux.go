@@ -156,12 +156,26 @@ func platformInstall(ctx context.Context, c ServiceConfig, def ServiceDef) (Serv
 				return res, fmt.Errorf("systemctl --user enable %s did not create %s", unit, enableLink(def.Path))
 			}
 		}
-		if res.Unreachable = managerProblem(); res.Unreachable == "" {
-			if out, err := systemctlUser(false, "daemon-reload"); err != nil {
-				return res, fmt.Errorf("systemctl --user daemon-reload: %v: %s", err, out)
-			}
+		if err := reloadIfReachable(&res); err != nil {
+			return res, err
 		}
 	}
+	return withStatus(ctx, c, def, res)
+}
+
+// reloadIfReachable records in res why the user manager is unreachable, or runs
+// daemon-reload when it is reachable; the error names the failed systemctl call.
+func reloadIfReachable(res *ServiceResult) error {
+	if res.Unreachable = managerProblem(); res.Unreachable == "" {
+		if out, err := systemctlUser(false, "daemon-reload"); err != nil {
+			return fmt.Errorf("systemctl --user daemon-reload: %v: %s", err, out)
+		}
+	}
+	return nil
+}
+
+// withStatus returns res with the unit's state as platformStatus reads it now.
+func withStatus(ctx context.Context, c ServiceConfig, def ServiceDef, res ServiceResult) (ServiceResult, error) {
 	st, err := platformStatus(ctx, c, def)
 	res.State = st
 	return res, err
@@ -195,26 +209,16 @@ func platformUninstall(ctx context.Context, c ServiceConfig, def ServiceDef) (Se
 		if err := os.Remove(def.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return res, fmt.Errorf("remove %s: %w", def.Path, err)
 		}
-		if res.Unreachable = managerProblem(); res.Unreachable == "" {
-			if out, err := systemctlUser(false, "daemon-reload"); err != nil {
-				return res, fmt.Errorf("systemctl --user daemon-reload: %v: %s", err, out)
-			}
+		if err := reloadIfReachable(&res); err != nil {
+			return res, err
 		}
 	}
-	st, err := platformStatus(ctx, c, def)
-	res.State = st
-	return res, err
+	return withStatus(ctx, c, def, res)
 }
 
 func platformStart(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceResult, error) {
 	unit := filepath.Base(def.Path)
-	if _, err := os.Stat(def.Path); err != nil {
-		return ServiceResult{}, fmt.Errorf("%w (no %s)", ErrServiceNotInstalled, def.Path)
-	}
-	if err := sameHome(c.Home); err != nil {
-		return ServiceResult{}, err
-	}
-	svc, err := systemdService(c, def)
+	svc, err := registeredService(c, def, systemdService)
 	if err != nil {
 		return ServiceResult{}, err
 	}
@@ -258,11 +262,10 @@ func platformStop(ctx context.Context, c ServiceConfig, def ServiceDef) (Service
 }
 
 func platformStatus(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceState, error) {
-	b, err := os.ReadFile(def.Path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return ServiceState{}, fmt.Errorf("read %s: %w", def.Path, err)
+	st, err := registeredFile("linux", def)
+	if err != nil {
+		return ServiceState{}, err
 	}
-	st := registeredState("linux", def, string(b), err == nil)
 	st.Enabled = systemdEnabled(def.Path)
 	st = withHealth(ctx, st, c.Port)
 	if st.Installed {

@@ -266,27 +266,26 @@ func (s *Server) setAgent(w http.ResponseWriter, r *http.Request) error {
 
 // setMaster answers POST /ui/master with enabled=true|false.
 func (s *Server) setMaster(w http.ResponseWriter, r *http.Request) error {
-	on, err := formBool(r, "enabled")
-	if err != nil {
-		return err
-	}
-	if err := s.control.SetMaster(on); err != nil {
-		return controlError("could not switch the master switch", err)
-	}
-	s.log.Info("master switch set from the dashboard", "enabled", on)
-	return s.afterSwitch(w, r)
+	return s.setSwitch(w, r, "enabled", func(on bool) error { return s.control.SetMaster(on) }, "could not switch the master switch", "master switch set from the dashboard")
 }
 
 // setPaused answers POST /ui/pause with paused=true|false.
 func (s *Server) setPaused(w http.ResponseWriter, r *http.Request) error {
-	paused, err := formBool(r, "paused")
+	return s.setSwitch(w, r, "paused", func(paused bool) error { return s.control.SetPaused(paused) }, "could not change pause", "pause set from the dashboard")
+}
+
+// setSwitch reads the form field (true|false), hands it to set, logs logMsg with the
+// value under the field's name and answers as afterSwitch does; a failed set answers
+// with failMsg.
+func (s *Server) setSwitch(w http.ResponseWriter, r *http.Request, field string, set func(bool) error, failMsg, logMsg string) error {
+	v, err := formBool(r, field)
 	if err != nil {
 		return err
 	}
-	if err := s.control.SetPaused(paused); err != nil {
-		return controlError("could not change pause", err)
+	if err := set(v); err != nil {
+		return controlError(failMsg, err)
 	}
-	s.log.Info("pause set from the dashboard", "paused", paused)
+	s.log.Info(logMsg, field, v)
 	return s.afterSwitch(w, r)
 }
 

@@ -80,31 +80,15 @@ func TestE2EClaudeCodeTrims(t *testing.T) {
 func testClaudeCodeSession(t *testing.T, claude, bin, model string, modelArgs []string) {
 	work := filepath.Join(t.TempDir(), "work")
 	home := filepath.Join(t.TempDir(), "home")
-	for _, d := range []string{work, home} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	makeDirs(t, work, home)
 	sc := &script{dir: filepath.Join(work, "data")}
 	sc.writeFiles(t)
 
-	fake := fakeupstream.Start(t, fakeupstream.Options{Reply: sc.reply, APIKey: "dummy-key"})
-	srv := startServe(t, bin,
-		"SMARTER_COMPACT_UPSTREAM_ANTHROPIC="+fake.URL,
-		"CONTEXT_TRIM_AT_TOKENS="+strconv.Itoa(trimAtTokens))
-	tp := startTap(t, srv.url())
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpRequests(t, tp, fake)
-		}
+	fake, srv, tp := startRig(t, bin, sc.reply, func(fakeURL string) []string {
+		return []string{"SMARTER_COMPACT_UPSTREAM_ANTHROPIC=" + fakeURL, "CONTEXT_TRIM_AT_TOKENS=" + strconv.Itoa(trimAtTokens)}
 	})
 
-	env := []string{
-		"HOME=" + home,
-		"ANTHROPIC_BASE_URL=" + tp.URL + "/claude-code",
-		"ANTHROPIC_API_KEY=dummy-key",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-	}
+	env := claudeEnv(home, tp.URL)
 	var runs []agentRun
 	start := time.Now()
 	for i, turn := range e2eTurns {
@@ -128,14 +112,7 @@ func testClaudeCodeSession(t *testing.T, claude, bin, model string, modelArgs []
 	}
 
 	// The upstream side: every request accepted, in the model asked for, on one session.
-	recs := fake.Requests()
-	if rej := fake.Rejections(); len(rej) > 0 {
-		var b strings.Builder
-		for _, r := range rej {
-			fmt.Fprintf(&b, "\n%s %s -> %d %s: %s", r.Method, r.Path, r.Status, r.ErrorType, r.Error)
-		}
-		t.Fatalf("the fake upstream rejected %d of %d requests:%s\n%s", len(rej), len(recs), b.String(), diagnose(fake, srv))
-	}
+	recs := acceptedRequests(t, fake, srv)
 	sent := tp.requests()
 	if len(recs) != len(sent) {
 		t.Errorf("Claude Code sent %d requests, the upstream received %d", len(sent), len(recs))
@@ -641,6 +618,32 @@ func dumpRequests(t *testing.T, tp *tap, fake *fakeupstream.Server) {
 }
 
 // diagnose summarises the upstream's records and serve's log for a failure message.
+// claudeEnv is the environment of a Claude Code run with HOME home that talks to the
+// proxy at proxyURL (the tap) with a dummy key and no nonessential traffic.
+func claudeEnv(home, proxyURL string) []string {
+	return []string{
+		"HOME=" + home,
+		"ANTHROPIC_BASE_URL=" + proxyURL + "/claude-code",
+		"ANTHROPIC_API_KEY=dummy-key",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+	}
+}
+
+// acceptedRequests returns the requests the fake upstream recorded, and fails the test,
+// listing each rejection and the diagnosis, when the fake rejected any.
+func acceptedRequests(t *testing.T, fake *fakeupstream.Server, srv *serveProc) []fakeupstream.Recorded {
+	t.Helper()
+	recs := fake.Requests()
+	if rej := fake.Rejections(); len(rej) > 0 {
+		var b strings.Builder
+		for _, r := range rej {
+			fmt.Fprintf(&b, "\n%s %s -> %d %s: %s", r.Method, r.Path, r.Status, r.ErrorType, r.Error)
+		}
+		t.Fatalf("the fake upstream rejected %d of %d requests:%s\n%s", len(rej), len(recs), b.String(), diagnose(fake, srv))
+	}
+	return recs
+}
+
 func diagnose(fake *fakeupstream.Server, srv *serveProc) string {
 	var b strings.Builder
 	for i, r := range fake.Requests() {

@@ -40,11 +40,7 @@ func TestE2ECodexTrims(t *testing.T) {
 	work := filepath.Join(t.TempDir(), "work")
 	home := filepath.Join(t.TempDir(), "home")
 	codexHome := filepath.Join(home, ".codex") // Codex wants it to exist
-	for _, d := range []string{work, codexHome} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	makeDirs(t, work, codexHome)
 	sc := &toolScript{
 		files:    script{dir: filepath.Join(work, "data")},
 		tool:     "exec_command",
@@ -53,17 +49,10 @@ func TestE2ECodexTrims(t *testing.T) {
 	}
 	sc.files.writeFiles(t)
 
-	fake := fakeupstream.Start(t, fakeupstream.Options{Reply: sc.reply, APIKey: "dummy-key"})
-	srv := startServe(t, bin,
-		"SMARTER_COMPACT_UPSTREAM_CODEX="+fake.URL+"/v1",
-		"CONTEXT_TRIM_AT_TOKENS="+strconv.Itoa(codexTrimAt))
-	tp := startTap(t, srv.url())
-	out := startOutside(t)
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpRequests(t, tp, fake)
-		}
+	fake, srv, tp := startRig(t, bin, sc.reply, func(fakeURL string) []string {
+		return []string{"SMARTER_COMPACT_UPSTREAM_CODEX=" + fakeURL + "/v1", "CONTEXT_TRIM_AT_TOKENS=" + strconv.Itoa(codexTrimAt)}
 	})
+	out := startOutside(t)
 
 	// A custom provider on HTTP (no websocket: over one Codex sends only the new items, and
 	// nothing could be trimmed); clients.md's settings that keep Codex off the network, and

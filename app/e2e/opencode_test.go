@@ -92,15 +92,10 @@ func TestE2EOpenCodeTrims(t *testing.T) {
 			}
 			sc.files.writeFiles(t)
 
-			fake := fakeupstream.Start(t, fakeupstream.Options{Reply: sc.reply, APIKey: "dummy-key"})
-			srv := startServe(t, bin, tc.upstream+"="+fake.URL, "CONTEXT_TRIM_AT_TOKENS="+strconv.Itoa(openCodeTrimAt))
-			tp := startTap(t, srv.url())
-			out := startOutside(t)
-			t.Cleanup(func() {
-				if t.Failed() {
-					dumpRequests(t, tp, fake)
-				}
+			fake, srv, tp := startRig(t, bin, sc.reply, func(fakeURL string) []string {
+				return []string{tc.upstream + "=" + fakeURL, "CONTEXT_TRIM_AT_TOKENS=" + strconv.Itoa(openCodeTrimAt)}
 			})
+			out := startOutside(t)
 
 			cfg := tc.config(tp.URL + tc.route)
 			cfg["autoupdate"], cfg["share"] = false, "disabled"

@@ -32,6 +32,8 @@ import (
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // the session databases, opened read-only
+
+	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 )
 
 // Environment of the end-to-end tests (.ci/run sets them all).
@@ -508,4 +510,30 @@ func (o *outside) attempts() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Clone(o.tries)
+}
+
+// makeDirs creates each folder with its parents, or fails the test.
+func makeDirs(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startRig starts the fake upstream answering with reply, the serve binary bin with
+// the environment env builds from the fake's URL, and a tap in front of serve; when
+// the test fails, the requests the tap and the fake saw are logged at cleanup.
+func startRig(t *testing.T, bin string, reply func(*fakeupstream.Request) fakeupstream.Reply, env func(fakeURL string) []string) (*fakeupstream.Server, *serveProc, *tap) {
+	t.Helper()
+	fake := fakeupstream.Start(t, fakeupstream.Options{Reply: reply, APIKey: "dummy-key"})
+	srv := startServe(t, bin, env(fake.URL)...)
+	tp := startTap(t, srv.url())
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpRequests(t, tp, fake)
+		}
+	})
+	return fake, srv, tp
 }

@@ -37,9 +37,11 @@ run: build
 
 ## test: gofmt check, generated templ code up to date, go vet, then every unit test
 ## (hermetic: temp dirs, loopback only; the tests that build the binary, drive real CLIs or
-## soak for a minute have build tag e2e and run in `make e2e`)
+## soak for a minute have build tag e2e and run in `make e2e`). It runs with -short, which only
+## sizes the proxy's generated-conversation property tests at 100 conversations instead of
+## 1,000 (about 3 minutes of the run); `make e2e` runs them at full size.
 test: hygiene fmt-check templ-check vet
-	$(GO) test -tags '$(TAGS)' -count=1 ./...
+	$(GO) test -tags '$(TAGS)' -short -count=1 ./...
 
 fmt-check:
 	@files=$$(find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -not -name '*_templ.go' -exec gofmt -l {} +); \
@@ -61,7 +63,8 @@ race:
 ## the real agent CLIs (Claude Code, Codex, OpenCode) through the real `serve` against a
 ## scripted strict fake model (tests named TestE2E…), the built binary's stdio MCP server, and
 ## the one-minute soak of serve under eight writers and eight MCP readers; in cmd/bench the
-## benchmark's -quick run. Each CLI comes from SMARTER_COMPACT_E2E_CLAUDE,
+## benchmark's -quick run; and the proxy's property tests at their full 1,000 conversations
+## (make test runs them at 100). Each CLI comes from SMARTER_COMPACT_E2E_CLAUDE,
 ## SMARTER_COMPACT_E2E_CODEX or SMARTER_COMPACT_E2E_OPENCODE, else `claude`, `codex` or
 ## `opencode` on PATH; without it its test skips and says why (SMARTER_COMPACT_E2E_REQUIRE=1
 ## makes that a failure). bash .ci/run installs all three into .cache/e2e-clients. The
@@ -74,6 +77,7 @@ E2E_PKGS := ./app/e2e/ ./cmd/bench/
 e2e:
 	$(GO) vet -tags '$(TAGS) e2e' $(E2E_PKGS)
 	$(GO) test -tags '$(TAGS) e2e' $(E2E_PKGS) -count=1 -timeout 30m -v
+	$(GO) test -tags '$(TAGS)' ./proxy/ -run 'TestPropertyGenerated' -count=1 -v
 
 clean:
 	rm -rf bin

@@ -26,6 +26,7 @@ import (
 
 	"github.com/smarter-compact/smarter-compact/mcp"
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/storetest"
 )
 
 // TestBinaryStdio runs the built `smarter-compact mcp` as an agent would: over raw pipes,
@@ -214,51 +215,22 @@ func (r *storeRig) register(t *testing.T, sid, cwd string, minute int) {
 	}
 }
 
-// seedRow is one message for writeSession: role, kind, name, text, and whether it is trimmed.
-type seedRow struct {
-	role, kind, name, text string
-	trimmed                bool
-	blob                   bool // store text as a blob and set blob_id
-}
-
-// writeSession stores rows as one thread of sessions/<sid>.db through the writer.
-func (r *storeRig) writeSession(t *testing.T, sid string, rows ...seedRow) {
+// writeSession stores rows as one thread of sessions/<sid>.db through the writer, at
+// storeSeedTime.
+func (r *storeRig) writeSession(t *testing.T, sid string, rows ...storetest.Row) {
 	t.Helper()
-	db, err := r.writer.Session(sid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ws []store.RowWrite
-	prev := ""
-	for _, x := range rows {
-		fp := store.Fingerprint(prev, x.role, x.kind, x.name, x.text)
-		thread := fp
-		if len(ws) > 0 {
-			thread = ws[0].Fingerprint
-		}
-		w := store.RowWrite{Fingerprint: fp, Thread: thread, Role: x.role, Kind: x.kind, Name: x.name, Text: x.text, InContext: !x.trimmed}
-		if x.blob {
-			if w.BlobID, err = r.writer.WriteBlob(x.text); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ws = append(ws, w)
-		prev = fp
-	}
-	if _, err := db.SyncRows(ws, storeSeedTime); err != nil {
-		t.Fatal(err)
-	}
+	storetest.SyncRows(t, r.writer, sid, storeSeedTime, rows)
 }
 
 // standardSession is a small conversation with one secret value said by the user, echoed by
 // the assistant and read back by a tool.
-func standardSession(secret string) []seedRow {
-	return []seedRow{
-		{role: "user", kind: "text", text: "Remember " + secret + " for later."},
-		{role: "assistant", kind: "text", text: "Noted: " + secret + ".", trimmed: true},
-		{role: "assistant", kind: "tool_use", name: "Bash", text: `{"command":"cat notes.txt"}`, trimmed: true},
-		{role: "tool", kind: "tool_result", name: "Bash", text: "line one\n" + secret + "\nERROR disk full\nERROR disk full again", trimmed: true, blob: true},
-		{role: "user", kind: "text", text: "What was the value?"},
+func standardSession(secret string) []storetest.Row {
+	return []storetest.Row{
+		{Role: "user", Kind: "text", Text: "Remember " + secret + " for later."},
+		{Role: "assistant", Kind: "text", Text: "Noted: " + secret + ".", Trimmed: true},
+		{Role: "assistant", Kind: "tool_use", Name: "Bash", Text: `{"command":"cat notes.txt"}`, Trimmed: true},
+		{Role: "tool", Kind: "tool_result", Name: "Bash", Text: "line one\n" + secret + "\nERROR disk full\nERROR disk full again", Trimmed: true, Blob: true},
+		{Role: "user", Kind: "text", Text: "What was the value?"},
 	}
 }
 

@@ -164,7 +164,7 @@ func serve(ctx context.Context, args []string, sys system) error {
 		stops := make(chan func(), 1)
 		go func() {
 			app := &trayApp{state: st, dashboard: base + "/", quit: quit, log: log, sys: sys, configFlag: *configFlag}
-			stops <- tray.Start(bg, app, tray.Options{Agents: configuredAgents, Root: root, Log: log, Getenv: sys.getenv})
+			stops <- tray.Start(bg, app, tray.Options{Agents: configuredAgents, Root: root, Log: log, Getenv: sys.getenv, MainThread: sys.mainThread})
 		}()
 		defer func() { (<-stops)() }()
 	}

@@ -83,7 +83,6 @@ func Start(ctx context.Context, app App, o Options) (stop func()) {
 				o.Log.Error("tray: the tray library failed", "panic", p)
 			}
 		}()
-		systray.SetTitle(title)
 		// The icon of the state at start, before the library exports it (beforeRun).
 		if o.Root != nil {
 			t.stats.read(ctx, o.Root, time.Now(), o.Log)

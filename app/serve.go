@@ -257,7 +257,10 @@ func isSmarterCompact(ctx context.Context, base string) error {
 	if err != nil {
 		return err
 	}
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	c := &http.Client{
+		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true}, // straight to loopback
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return fmt.Errorf("it does not answer HTTP at %s/healthz: %w", base, err)

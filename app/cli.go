@@ -60,6 +60,11 @@ type system struct {
 	// exe is the absolute path of this executable as the user invoked it, what install
 	// writes into the agents' hooks and MCP entries; "" finds it when needed.
 	exe string
+	// mainThread runs f on the program's main goroutine (MainThread); nil when the caller
+	// is not main.go: the tray then gets a goroutine, or runs headless on macOS.
+	mainThread func(f func()) bool
+	// openURL opens a URL in the default browser; nil: github.com/cli/browser.
+	openURL func(url string) error
 }
 
 // executable returns sys.exe, else the path this program was started by, symlinks kept:
@@ -85,8 +90,14 @@ func (sys system) executable() (string, error) {
 }
 
 // Main runs the command line args (without the program name) until it finishes or ctx is
-// cancelled. Logs go to stderr as text. Pass the error to ExitCode.
-func Main(ctx context.Context, args []string) error {
+// cancelled. Logs go to stderr as text. Pass the error to ExitCode. It is for callers
+// other than the program's main goroutine (tests, cmd/bench): their serve never waits for
+// a main thread; its tray runs on a goroutine on Linux and Windows and headless on macOS.
+// main.go calls MainThread.
+func Main(ctx context.Context, args []string) error { return mainWith(ctx, args, nil) }
+
+// mainWith is Main with the main goroutine's runner of MainThread (nil: none).
+func mainWith(ctx context.Context, args []string, mainThread func(func()) bool) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	slog.SetDefault(log)
 	home, _ := os.UserHomeDir()
@@ -102,6 +113,8 @@ func Main(ctx context.Context, args []string) error {
 		configDir: configDir,
 		workdir:   workdir,
 		goos:      runtime.GOOS,
+
+		mainThread: mainThread,
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cli/browser"
 
 	"github.com/smarter-compact/smarter-compact/app/tray"
 	"github.com/smarter-compact/smarter-compact/mcp"
@@ -73,9 +76,14 @@ func serve(ctx context.Context, args []string, sys system) error {
 		return err
 	}
 
-	// Listen before touching the store, so that a second instance stops here.
+	// Listen before touching the store, so that a second instance stops here: when the
+	// first one is smarter-compact, it hands over to it.
 	ln, err := listen(ctx, cfg.Port)
 	if err != nil {
+		var inUse portInUseError
+		if errors.As(err, &inUse) {
+			return handOff(ctx, inUse.port, sys)
+		}
 		return err
 	}
 	defer ln.Close()
@@ -164,7 +172,7 @@ func serve(ctx context.Context, args []string, sys system) error {
 		stops := make(chan func(), 1)
 		go func() {
 			app := &trayApp{state: st, dashboard: base + "/", quit: quit, log: log, sys: sys, configFlag: *configFlag}
-			stops <- tray.Start(bg, app, tray.Options{Agents: configuredAgents, Root: root, Log: log, Getenv: sys.getenv})
+			stops <- tray.Start(bg, app, tray.Options{Agents: configuredAgents, Root: root, Log: log, Getenv: sys.getenv, MainThread: sys.mainThread})
 		}()
 		defer func() { (<-stops)() }()
 	}
@@ -185,16 +193,84 @@ func serve(ctx context.Context, args []string, sys system) error {
 }
 
 // listen binds 127.0.0.1:port, never another address (STYLE.md: bind nothing but loopback).
+// A port another process holds is a portInUseError.
 func listen(ctx context.Context, port int) (net.Listener, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if addrInUse(err) {
-		return nil, fmt.Errorf("port %d is in use: is smarter-compact already running? `curl http://127.0.0.1:%d/healthz`; or set CONTEXT_PROXY_PORT (or [context_proxy] port)", port, port)
+		return nil, portInUseError{port: port, err: err}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	return ln, nil
+}
+
+// portInUseError: another process listens on 127.0.0.1:port.
+type portInUseError struct {
+	port int
+	err  error
+}
+
+func (e portInUseError) Error() string { return fmt.Sprintf("port %d is in use", e.port) }
+
+func (e portInUseError) Unwrap() error { return e.err }
+
+// healthzHeader is the response header of /healthz that names smarter-compact and its
+// version: a second serve recognises the first by it (handOff).
+const healthzHeader = "X-Smarter-Compact"
+
+// handOffTimeout bounds handOff's request to the program that holds the port.
+const handOffTimeout = 3 * time.Second
+
+// handOff is serve on a port another process holds. A second launch (the app, the
+// .desktop entry or the Start-menu shortcut while the login copy runs) finds
+// smarter-compact's /healthz there (healthzHeader): it opens that instance's dashboard in
+// the browser (sys.openURL), logs one line and returns nil, so the launch exits 0; when the
+// browser fails, that line names the address to open instead, and the launch still
+// succeeds: the service it asked for runs. Any other program on the port is an error that
+// says what to do.
+func handOff(ctx context.Context, port int, sys system) error {
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	if err := isSmarterCompact(ctx, base); err != nil {
+		return fmt.Errorf("port %d is in use by another program, not smarter-compact (%v): stop that program, or give smarter-compact another port with CONTEXT_PROXY_PORT, [context_proxy] port or serve --port", port, err)
+	}
+	dashboard := base + "/"
+	open := sys.openURL
+	if open == nil {
+		open = browser.OpenURL
+	}
+	if err := open(dashboard); err != nil {
+		sys.log.Warn(fmt.Sprintf("port %d is in use by smarter-compact, already running here; cannot open the browser: open its dashboard yourself", port), "dashboard", dashboard, "err", err)
+		return nil
+	}
+	sys.log.Info(fmt.Sprintf("port %d is in use by smarter-compact, already running here: opened its dashboard", port), "dashboard", dashboard)
+	return nil
+}
+
+// isSmarterCompact asks base's /healthz whether smarter-compact answers there: 200, "ok"
+// and healthzHeader. It returns what it found instead when not.
+func isSmarterCompact(ctx context.Context, base string) error {
+	ctx, cancel := context.WithTimeout(ctx, handOffTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	c := &http.Client{
+		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true}, // straight to loopback
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("it does not answer HTTP at %s/healthz: %w", base, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(healthzHeader) == "" || string(body) != "ok" {
+		return fmt.Errorf("its %s/healthz answered %s without smarter-compact's %s header", base, resp.Status, healthzHeader)
+	}
+	return nil
 }
 
 // sweep runs the retention pass once at start (contract: Retention) and logs the outcome.

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -316,5 +317,66 @@ func TestServeHungSessionBus(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "tray: no D-Bus session bus") {
 		t.Errorf("the hung bus was not reported:\n%s", out.String())
+	}
+}
+
+// TestServeSecondLaunch: a second serve on the port of a running one (the app, the
+// .desktop entry or the Start-menu shortcut while the login copy runs) opens the running
+// one's dashboard, logs one line and returns nil (exit 0); the first keeps serving. Both
+// are real serves on one free port; the browser opener is injected. A program on the port
+// that is not smarter-compact stays an error that says what to do, and opens nothing.
+func TestServeSecondLaunch(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	e := env{"SMARTER_COMPACT_STATE_DIR": t.TempDir(), "CONTEXT_PROXY_PORT": strconv.Itoa(port)}
+	first, _, firstLogs := testSystem(t, e)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve", "--no-tray"}, first) }()
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	waitHealthy(t, base, done)
+
+	second, _, logs := testSystem(t, e)
+	var opened []string
+	second.openURL = func(u string) error { opened = append(opened, u); return nil }
+	if err := run(t.Context(), []string{"serve"}, second); err != nil {
+		t.Fatalf("second serve: %v, want nil (a hand-off)\n%s", err, logs)
+	}
+	if len(opened) != 1 || opened[0] != base+"/" {
+		t.Errorf("opened %q, want the dashboard %s/ once", opened, base)
+	}
+	if n := strings.Count(logs.String(), "\n"); n != 1 || !strings.Contains(logs.String(), "already running here: opened its dashboard") {
+		t.Errorf("want one log line of the hand-off, got %d:\n%s", n, logs)
+	}
+	// A browser that cannot start: still a hand-off, and the line names the address.
+	second, _, logs = testSystem(t, e)
+	second.openURL = func(string) error { return errors.New("no browser here") }
+	if err := run(t.Context(), []string{"serve", "--port", strconv.Itoa(port)}, second); err != nil {
+		t.Fatalf("second serve, browser failing: %v, want nil", err)
+	}
+	if out := logs.String(); !strings.Contains(out, "open its dashboard yourself") || !strings.Contains(out, "dashboard="+base+"/") || !strings.Contains(out, "no browser here") {
+		t.Errorf("the browser's failure is not reported with the address:\n%s", out)
+	}
+	waitHealthy(t, base, done) // the first one still serves
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("first serve: %v\n%s", err, firstLogs)
+	}
+
+	// Another HTTP program on a port: not smarter-compact, though its /healthz says ok.
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	defer other.Close()
+	otherPort := other.Listener.Addr().(*net.TCPAddr).Port
+	sys, _, _ := testSystem(t, env{"SMARTER_COMPACT_STATE_DIR": t.TempDir(), "CONTEXT_PROXY_PORT": strconv.Itoa(otherPort)})
+	sys.openURL = func(u string) error { t.Errorf("opened %s for another program", u); return nil }
+	err := run(t.Context(), []string{"serve", "--no-tray"}, sys)
+	for _, want := range []string{fmt.Sprintf("port %d is in use by another program, not smarter-compact", otherPort), "X-Smarter-Compact", "CONTEXT_PROXY_PORT"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("serve beside another program: %v, want an error containing %q", err, want)
+		}
+	}
+	if ExitCode(err) != 1 {
+		t.Errorf("exit code %d, want 1", ExitCode(err))
 	}
 }

@@ -32,7 +32,7 @@ func (s TrayState) String() string {
 	return "TrayState(" + strconv.Itoa(int(s)) + ")"
 }
 
-// TrayIcon is one tray icon in the two encodings fyne.io/systray takes:
+// TrayIcon is one tray icon in the encodings fyne.io/systray takes:
 //
 //   - PNG, for the StatusNotifierItem on Linux (and macOS): TrayPNGSize square, its edge
 //     fully opaque or fully transparent. fyne.io/systray v1.12.2 turns the image into the
@@ -43,15 +43,24 @@ func (s TrayState) String() string {
 //     square, anti-aliased, as one 32-bit DIB with its AND mask, which every Windows
 //     version loads (PNG inside an ICO needs Vista's loader, and small PNG entries are
 //     handled unevenly).
+//   - Template, for the macOS menu bar (systray.SetTemplateIcon): a PNG of
+//     TrayTemplateSize square, black (R = G = B = 0) with only the alpha channel drawn, so
+//     that macOS tints it for a light or dark menu bar and for a highlighted item. It is
+//     the disc with the sign cut out, anti-aliased: a template has no colours, so the
+//     three states differ by their sign only.
 type TrayIcon struct {
-	PNG []byte
-	ICO []byte
+	PNG      []byte
+	ICO      []byte
+	Template []byte
 }
 
 // Sizes of the tray icons in pixels; tray hosts scale them.
 const (
 	TrayPNGSize = 64
 	TrayICOSize = 32
+	// TrayTemplateSize: fyne.io/systray v1.12.2 shows the menu-bar image at 16×16 points,
+	// which is 32 pixels on a Retina display.
+	TrayTemplateSize = 32
 )
 
 // Tray returns the icon for s, drawn in code so the repository holds no binary file.
@@ -62,7 +71,7 @@ func Tray(s TrayState) TrayIcon {
 		s = TrayActive
 	}
 	ic := icons[s]
-	return TrayIcon{PNG: bytes.Clone(ic.PNG), ICO: bytes.Clone(ic.ICO)}
+	return TrayIcon{PNG: bytes.Clone(ic.PNG), ICO: bytes.Clone(ic.ICO), Template: bytes.Clone(ic.Template)}
 }
 
 // trayLook is the disc colour and the sign of each state.
@@ -82,14 +91,22 @@ var trayIcons = sync.OnceValue(func() [3]TrayIcon {
 	var out [3]TrayIcon
 	for _, s := range []TrayState{TrayActive, TrayPaused, TrayError} {
 		bg, g := trayLook(s)
-		var b bytes.Buffer
-		if err := png.Encode(&b, drawTray(TrayPNGSize, bg, g, true)); err != nil {
-			panic("assets: encode tray icon: " + err.Error()) // an in-memory NRGBA always encodes
+		out[s] = TrayIcon{
+			PNG:      encodePNG(drawTray(TrayPNGSize, bg, g, true)),
+			ICO:      encodeICO(drawTray(TrayICOSize, bg, g, false)),
+			Template: encodePNG(drawTemplate(TrayTemplateSize, g)),
 		}
-		out[s] = TrayIcon{PNG: b.Bytes(), ICO: encodeICO(drawTray(TrayICOSize, bg, g, false))}
 	}
 	return out
 })
+
+func encodePNG(img image.Image) []byte {
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		panic("assets: encode tray icon: " + err.Error()) // an in-memory NRGBA always encodes
+	}
+	return b.Bytes()
+}
 
 // A glyph reports whether the point (x, y), in units of a 32×32 square from its top left,
 // is inside the white sign on the disc.
@@ -164,6 +181,30 @@ func drawTray(size int, bg color.NRGBA, g glyph, hardEdge bool) *image.NRGBA {
 				B: uint8(math.Round(sb / float64(n))),
 				A: uint8(math.Round(alpha * 255)),
 			})
+		}
+	}
+	return img
+}
+
+// drawTemplate draws a size×size template image: black, its alpha the share of 4×4
+// samples inside the disc and outside the sign g.
+func drawTemplate(size int, g glyph) *image.NRGBA {
+	const ss, c, r = 4, 16.0, 15.0 // as drawTray
+	unit := 32 / float64(size)
+	img := image.NewNRGBA(image.Rect(0, 0, size, size))
+	for py := range size {
+		for px := range size {
+			n := 0
+			for sy := range ss {
+				for sx := range ss {
+					x := (float64(px) + (float64(sx)+0.5)/ss) * unit
+					y := (float64(py) + (float64(sy)+0.5)/ss) * unit
+					if (x-c)*(x-c)+(y-c)*(y-c) <= r*r && !g(x, y) {
+						n++
+					}
+				}
+			}
+			img.SetNRGBA(px, py, color.NRGBA{A: uint8(math.Round(float64(n) * 255 / (ss * ss)))})
 		}
 	}
 	return img

@@ -343,6 +343,7 @@ func testTrayMenu(t *testing.T, daemon, bin string) {
 	}
 	t.Logf("serve with the tray exited 0 %s after SIGTERM", took.Round(time.Millisecond))
 	checkTrayLog(t, srv.log.String())
+	checkCleanedUp(t, srv)
 }
 
 // testTrayQuit: a bus found through $XDG_RUNTIME_DIR/bus (no DBUS_SESSION_BUS_ADDRESS) and
@@ -360,6 +361,7 @@ func testTrayQuit(t *testing.T, daemon, bin string) {
 	if n := strings.Count(srv.log.String(), "no tray host is running yet"); n != 1 {
 		t.Errorf("serve said %d times that no tray host runs, want once:\n%s", n, srv.log)
 	}
+	testSecondLaunch(t, bin, srv)
 	start := time.Now()
 	tc.click(t, quit.id)
 	select {
@@ -372,6 +374,45 @@ func testTrayQuit(t *testing.T, daemon, bin string) {
 	}
 	t.Logf("exited 0 %s after %q", time.Since(start).Round(time.Millisecond), trayQuit)
 	checkTrayLog(t, srv.log.String())
+	checkCleanedUp(t, srv)
+}
+
+// testSecondLaunch: the binary's serve, started again with the first one's environment
+// (the .desktop entry while the login copy runs), hands over: it exits 0 and says so in
+// one line. Its PATH has no browser, so nothing opens; that line then names the
+// dashboard's address. The first keeps serving.
+func testSecondLaunch(t *testing.T, bin string, first *trayServe) {
+	t.Helper()
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(append([]string{}, first.cmd.Env...), "PATH="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("second serve: %v, want exit 0\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "is in use by smarter-compact, already running here") || !strings.Contains(lines[0], "dashboard="+first.url()+"/") {
+		t.Errorf("second serve said %q, want one line of the hand-off naming %s/", out, first.url())
+	}
+	if err := first.waitHealthy(time.Second); err != nil {
+		t.Errorf("the first serve after the second launch: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(first.configDir, "smarter-compact", "service-addr")); err != nil {
+		t.Errorf("the first serve's address file: %v", err)
+	}
+	t.Logf("second launch: %s", lines[0])
+}
+
+// checkCleanedUp: serve's deferred cleanup ran after the tray let go of the main thread:
+// the shutdown was logged and the address file, which one of serve's defers removes, is
+// gone.
+func checkCleanedUp(t *testing.T, srv *trayServe) {
+	t.Helper()
+	if !strings.Contains(srv.log.String(), "shutting down") {
+		t.Errorf("serve did not log its shutdown:\n%s", srv.log)
+	}
+	if _, err := os.Stat(filepath.Join(srv.configDir, "smarter-compact", "service-addr")); !os.IsNotExist(err) {
+		t.Errorf("the address file outlived serve (its deferred cleanup did not run): %v", err)
+	}
 }
 
 // testTrayHeadless: without a reachable session bus serve keeps serving, says so once, never

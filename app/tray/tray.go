@@ -1,5 +1,6 @@
 // Package tray owns the tray icon and its menu (DESIGN.md §9, issue 6 item 4): what the menu
-// shows, what a click does, and the tray library (fyne.io/systray on Linux and Windows).
+// shows, what a click does, and the tray library (fyne.io/systray on Linux, Windows and
+// macOS).
 // What it needs from the service it declares as App, which package app implements: the
 // switches, the login service, the dashboard's URL and quit. It reads the store's totals
 // for the status line and never writes anything itself. Only package app imports it.
@@ -19,11 +20,16 @@
 //	Quit
 //
 // and an icon for the state: active, paused (pause all, or every agent off) and error (a
-// fail-open in the last errorWindow, or a config error). This file is the portable part.
-// The tray library's part is in tray_systray.go (Linux and Windows); whether there is a
-// tray host at all is decided per OS before the library starts (host in tray_linux.go and
-// tray_windows.go), because fyne.io/systray panics on Quit without a session bus
-// (research/go-spikes.md §3). Elsewhere (macOS, BSDs) tray_other.go runs headless.
+// fail-open in the last errorWindow, or a config error); on macOS a black template image
+// of the same shape (assets.TrayIcon.Template). This file is the portable part. The tray
+// library's part is in tray_systray.go (Linux, Windows, macOS with cgo); whether there is a
+// tray host at all is decided per OS before the library starts (host in tray_linux.go,
+// tray_windows.go and tray_darwin.go, their decisions in session.go), because
+// fyne.io/systray panics on Quit without a session bus (research/go-spikes.md §3) and
+// AppKit fails without a window server. On macOS the library's loop must own the process's
+// main thread: it runs only on Options.MainThread, which the program's main goroutine
+// serves (app.MainThread); without it the tray runs headless. Elsewhere (the BSDs, macOS
+// without cgo) tray_other.go runs headless.
 package tray
 
 import (
@@ -78,6 +84,11 @@ type Options struct {
 	Log  *slog.Logger
 	// Getenv is the service's environment (the session bus on Linux); nil: the process's.
 	Getenv func(string) string
+	// MainThread, when set, runs f on the process's main thread and returns at once, true;
+	// false when it no longer can (the program is ending). The tray library's loop runs in
+	// f until the tray stops. nil: the loop gets a goroutine of its own on Linux and
+	// Windows, and the tray runs headless on macOS, whose AppKit loop needs the main thread.
+	MainThread func(f func()) bool
 }
 
 // Login is the "Start at login" item's view of the login service.

@@ -84,14 +84,20 @@ func dialBus(addr string) (hasHost bool, err error) {
 	}
 }
 
-// beforeRun sets the icon and tooltip before systray.Run: the library then exports the
-// item's properties with them, instead of with an empty pixmap that a later SetIcon may
-// miss (it drops one made while it exports). It reports that it set them.
-func beforeRun(icon []byte, tooltip string) bool {
-	systray.SetIcon(icon)
+// needsMainThread: the library runs its loop on any goroutine here.
+const needsMainThread = false
+
+// beforeRun sets the title, icon and tooltip before systray.Run: the library then exports
+// the item's properties with them, instead of with an empty pixmap that a later SetIcon
+// may miss (it drops one made while it exports). It reports that it set icon and tooltip.
+// The title is the item's name for the tray host (macOS would show it as text beside the
+// icon, so only Linux sets it).
+func beforeRun(ic assets.TrayIcon, tooltip string) bool {
+	systray.SetTitle(title)
+	setIcon(ic)
 	systray.SetTooltip(tooltip)
 	return true
 }
 
-// iconBytes is the icon encoding systray.SetIcon takes here: PNG.
-func iconBytes(ic assets.TrayIcon) []byte { return ic.PNG }
+// setIcon shows ic in the encoding the StatusNotifierItem takes: PNG.
+func setIcon(ic assets.TrayIcon) { systray.SetIcon(ic.PNG) }

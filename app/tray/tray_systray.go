@@ -1,9 +1,11 @@
-//go:build linux || windows
+//go:build linux || windows || (darwin && cgo)
 
 package tray
 
 // The tray through fyne.io/systray (Linux: a StatusNotifierItem with a com.canonical.dbusmenu
-// menu over the D-Bus session bus; Windows: a notification-area icon). The library holds
+// menu over the D-Bus session bus; Windows: a notification-area icon; macOS: an
+// NSStatusItem in the menu bar, whose [NSApp run] loop must own the process's main
+// thread, so it runs only on Options.MainThread). The library holds
 // process-wide state, runs once per process, and drops a click when no goroutine waits on
 // the item's ClickedCh (research/go-spikes.md §3): each item has a goroutine that only
 // receives and queues, and one worker owns every menu change.
@@ -25,37 +27,21 @@ import (
 // once), so a second Start (in-process tests) runs headless.
 var started atomic.Bool
 
+// mainThreadOnly is needsMainThread, which tests turn on to see macOS's rule on any OS.
+var mainThreadOnly = needsMainThread
+
 // Start shows the tray icon and menu until ctx ends or stop is called, and returns at
-// once: the library runs on a goroutine of its own, locked to its OS thread. Without a
-// tray host (no D-Bus session bus on Linux) it logs that once, reports "headless: <why>"
-// through App.SetTray and never starts the library. stop quits the library only when it
-// was started, waits for it (at most stopWait) and may be called more than once.
+// once. The library's loop runs on Options.MainThread when given; without it, on a
+// goroutine of its own locked to its OS thread (Linux, Windows), and on macOS not at all:
+// the tray runs headless there, since AppKit's loop would wait forever for a main thread
+// nobody serves. Without a tray host (no D-Bus session bus on Linux, no GUI login session
+// on macOS, session 0 on Windows) it logs that once, reports "headless: <why>" through
+// App.SetTray and never starts the library. stop quits the library only when it was
+// started, waits for it (at most stopWait) and may be called more than once.
 func Start(ctx context.Context, app App, o Options) (stop func()) {
-	return start(ctx, app, o, func(loop func()) {
-		go func() {
-			// Windows: the tray window and its message loop must stay on one OS thread.
-			runtime.LockOSThread()
-			loop()
-		}()
-	})
-}
-
-// Run is Start on the calling goroutine, for a caller that gives the tray library its
-// thread (the macOS main thread wants this): it blocks until ctx ends and the tray has
-// stopped. Headless, it only waits for ctx.
-func Run(ctx context.Context, app App, o Options) {
-	var loop func()
-	stop := start(ctx, app, o, func(l func()) { loop = l })
-	if loop != nil {
-		loop() // returns once the library quit: ctx ended (start's watcher quits it)
+	if mainThreadOnly && o.MainThread == nil {
+		return headless(app, o, "the macOS menu-bar icon needs the process's main thread, which only the smarter-compact program gives it, not a caller of serve in process")
 	}
-	<-ctx.Done()
-	stop()
-}
-
-// start checks for a tray host and hands spawn the library's loop, which spawn runs on the
-// thread it chooses; see Start for the rest.
-func start(ctx context.Context, app App, o Options, spawn func(loop func())) (stop func()) {
 	if !started.CompareAndSwap(false, true) {
 		return headless(app, o, "the tray already ran in this process")
 	}
@@ -73,11 +59,22 @@ func start(ctx context.Context, app App, o Options, spawn func(loop func())) (st
 	if note != "" {
 		o.Log.Info("tray: " + note)
 	}
+	spawn := func(loop func()) bool {
+		go func() {
+			// Windows: the tray window and its message loop must stay on one OS thread.
+			runtime.LockOSThread()
+			loop()
+		}()
+		return true
+	}
+	if o.MainThread != nil {
+		spawn = o.MainThread
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	t := &tray{app: app, o: o, clicks: make(chan menuItem, 16)}
 	ready := make(chan struct{})
 	exited := make(chan struct{})
-	spawn(func() {
+	spawned := spawn(func() {
 		defer close(exited)
 		defer func() {
 			// Should the bus go away between host's dial and Run, the library panics
@@ -86,13 +83,12 @@ func start(ctx context.Context, app App, o Options, spawn func(loop func())) (st
 				o.Log.Error("tray: the tray library failed", "panic", p)
 			}
 		}()
-		systray.SetTitle(title)
 		// The icon of the state at start, before the library exports it (beforeRun).
 		if o.Root != nil {
 			t.stats.read(ctx, o.Root, time.Now(), o.Log)
 		}
 		v := makeView(app.State(), t.stats, time.Now())
-		if beforeRun(iconBytes(assets.Tray(v.Icon)), v.Tooltip) {
+		if beforeRun(assets.Tray(v.Icon), v.Tooltip) {
 			t.icon, t.iconSet, t.shown.Tooltip = v.Icon, true, v.Tooltip
 		}
 		systray.Run(func() {
@@ -102,6 +98,10 @@ func start(ctx context.Context, app App, o Options, spawn func(loop func())) (st
 			close(ready)
 		}, nil)
 	})
+	if !spawned {
+		cancel()
+		return headless(app, o, "the main thread takes no more work (the program is ending)")
+	}
 	var once sync.Once
 	quit := func() {
 		once.Do(func() {
@@ -286,7 +286,7 @@ func (t *tray) redraw() {
 	lc := check{Checked: t.loginView.Enabled, Disabled: t.loginView.Unsupported != "", Tip: t.loginView.Unsupported}
 	setCheck(t.login, lc, t.lastLogin, old.Agents == nil)
 	if !t.iconSet || v.Icon != t.icon {
-		systray.SetIcon(iconBytes(assets.Tray(v.Icon)))
+		setIcon(assets.Tray(v.Icon))
 		t.icon, t.iconSet = v.Icon, true
 	}
 	if v.Tooltip != old.Tooltip {

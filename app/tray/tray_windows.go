@@ -2,16 +2,30 @@
 
 package tray
 
-import "github.com/smarter-compact/smarter-compact/assets"
+import (
+	"fyne.io/systray"
+	"golang.org/x/sys/windows"
 
-// host: Windows always has a notification area in a user's session. A logon start
-// (the HKCU Run value) runs in that session too.
-func host(getenv func(string) string) (ok bool, why, note string) { return true, "", "" }
+	"github.com/smarter-compact/smarter-compact/assets"
+)
+
+// needsMainThread: the library's window and message loop need one OS thread, any one.
+const needsMainThread = false
+
+// host: a user's logon session has a notification area, and a logon start (the HKCU Run
+// value) runs in that session too. Session 0 is the services' session, which has no
+// desktop: there the tray would never show (windowsSession).
+func host(getenv func(string) string) (ok bool, why, note string) {
+	var id uint32
+	err := windows.ProcessIdToSessionId(windows.GetCurrentProcessId(), &id)
+	ok, why = windowsSession(id, err)
+	return ok, why, ""
+}
 
 // beforeRun does nothing here: SetIcon and SetTooltip need the tray window, which
 // systray.Run creates; the menu's first draw sets them.
-func beforeRun(icon []byte, tooltip string) bool { return false }
+func beforeRun(ic assets.TrayIcon, tooltip string) bool { return false }
 
-// iconBytes is the icon encoding systray.SetIcon takes here: it loads the bytes as an
+// setIcon shows ic in the encoding systray.SetIcon takes here: it loads the bytes as an
 // .ico file.
-func iconBytes(ic assets.TrayIcon) []byte { return ic.ICO }
+func setIcon(ic assets.TrayIcon) { systray.SetIcon(ic.ICO) }

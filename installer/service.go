@@ -283,7 +283,11 @@ func systemdQuote(s string, exec bool) string {
 
 // launchdPlist is our LaunchAgent. RunAtLoad starts it at login; KeepAlive restarts it
 // when it exits with an error but not after a clean exit (quit from the tray), which a
-// plain KeepAlive=true would undo at once.
+// plain KeepAlive=true would undo at once. LimitLoadToSessionType Aqua loads it only into
+// a GUI login session, where the menu-bar tray can run (never for ssh or background
+// sessions). When c.Exe is the executable of an .app bundle (…/X.app/Contents/MacOS/x;
+// service_darwin.go resolves a link to one first), AssociatedBundleIdentifiers names the
+// app (macBundleID), so that Login Items (macOS 13+) shows the agent under the app.
 func launchdPlist(c ServiceConfig) string {
 	x := func(s string) string { return plistEscaper.Replace(s) }
 	var b strings.Builder
@@ -317,7 +321,12 @@ func launchdPlist(c ServiceConfig) string {
 	</dict>
 	<key>ProcessType</key>
 	<string>Interactive</string>
+	<key>LimitLoadToSessionType</key>
+	<string>Aqua</string>
 `)
+	if _, ok := bundleExecutable(c.Exe); ok {
+		b.WriteString("\t<key>AssociatedBundleIdentifiers</key>\n\t<array>\n\t\t<string>" + macBundleID + "</string>\n\t</array>\n")
+	}
 	if c.LogDir != "" {
 		b.WriteString("\t<key>StandardOutPath</key>\n\t<string>" + x(filepath.Join(c.LogDir, c.Name+".out.log")) + "</string>\n")
 		b.WriteString("\t<key>StandardErrorPath</key>\n\t<string>" + x(filepath.Join(c.LogDir, c.Name+".err.log")) + "</string>\n")

@@ -8,7 +8,7 @@ package installer
 //   - service_linux.go: a systemd user unit through kardianos/service (UserService), with
 //     our own unit text (the library's default wants multi-user.target, which the user
 //     manager does not have, so the service would never start at login).
-//   - service_darwin.go: a LaunchAgent through kardianos/service, with our own plist.
+//   - service_darwin.go: a LaunchAgent, our own plist, run with launchctl in gui/<uid>.
 //   - service_windows.go: the HKCU Run value. kardianos/service installs a machine-wide
 //     service in session 0 there, which needs admin rights and cannot show a tray.
 //
@@ -287,7 +287,7 @@ func systemdQuote(s string, exec bool) string {
 // a GUI login session, where the menu-bar tray can run (never for ssh or background
 // sessions). When c.Exe is the executable of an .app bundle (…/X.app/Contents/MacOS/x;
 // service_darwin.go resolves a link to one first), AssociatedBundleIdentifiers names the
-// app (macBundleID), so that Login Items (macOS 13+) shows the agent under the app.
+// app (macBundleID), so that Login Items (macOS 13+) can list the agent under the signed app.
 func launchdPlist(c ServiceConfig) string {
 	x := func(s string) string { return plistEscaper.Replace(s) }
 	var b strings.Builder

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -32,6 +33,27 @@ func bundleExecutable(exe string) (bundle string, ok bool) {
 		return "", false
 	}
 	return app, true
+}
+
+// bundled points the agent at the executable inside the .app bundle when c.Exe is a
+// link to one (Homebrew's cask links /opt/homebrew/bin/smarter-compact to
+// /Applications/Smarter Compact.app/Contents/MacOS/smarter-compact): macOS attributes the
+// agent to the signed app in Login Items, and the path survives the link's removal. Any
+// other link is kept as given (a package manager's stable link beats a versioned target).
+//
+// service_darwin.go calls it on the running system; it is here so that it is tested with
+// real links on every host.
+func bundled(c ServiceConfig, def ServiceDef) (ServiceConfig, ServiceDef) {
+	resolved, err := filepath.EvalSymlinks(c.Exe)
+	if err != nil || resolved == c.Exe {
+		return c, def
+	}
+	if _, ok := bundleExecutable(resolved); !ok {
+		return c, def
+	}
+	c.Exe = resolved
+	def.Content = launchdPlist(c)
+	return c, def
 }
 
 // launchdJob is what `launchctl print gui/<uid>/<label>` says about a loaded job: the

@@ -155,3 +155,58 @@ print("plistlib: ok")`, macBundleID)
 		t.Fatalf("plistlib rejected the LaunchAgent: %v\n%s\n%s", err, out, def.Content)
 	}
 }
+
+// TestBundledFollowsLinkIntoApp: a link to the bundle's executable (the cask's
+// /opt/homebrew/bin/smarter-compact) is replaced by the executable inside the bundle; a link
+// elsewhere and the bundle's own path stay as given. Real files and links in a temp dir.
+func TestBundledFollowsLinkIntoApp(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	inApp := filepath.Join(dir, "Applications", "Smarter Compact.app", "Contents", "MacOS", "smarter-compact")
+	cellar := filepath.Join(dir, "Cellar", "smarter-compact", "1.2.3", "bin", "smarter-compact")
+	for _, f := range []string{inApp, cellar} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("#!/bin/sh\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	toApp, toCellar := filepath.Join(bin, "smarter-compact"), filepath.Join(bin, "sc-formula")
+	if err := os.Symlink(inApp, toApp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(cellar, toCellar); err != nil {
+		t.Fatal(err)
+	}
+	render := func(exe string) (ServiceConfig, ServiceDef) {
+		c, err := testServiceConfig("darwin", "/Users/u", exe, 4100).normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		def, err := ServiceFile(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, def
+	}
+	for _, tc := range []struct{ exe, want string }{
+		{toApp, inApp},
+		{inApp, inApp},
+		{toCellar, toCellar},
+		{filepath.Join(dir, "missing"), filepath.Join(dir, "missing")},
+	} {
+		c, def := bundled(render(tc.exe))
+		_, wantDef := render(tc.want)
+		if c.Exe != tc.want || def.Content != wantDef.Content {
+			t.Errorf("bundled(%s): Exe %s, want %s; plist matches: %v", tc.exe, c.Exe, tc.want, def.Content == wantDef.Content)
+		}
+	}
+	if _, def := bundled(render(toApp)); !strings.Contains(def.Content, "<string>"+inApp+"</string>") || !strings.Contains(def.Content, "AssociatedBundleIdentifiers") {
+		t.Errorf("the plist for the link does not name the app's executable:\n%s", def.Content)
+	}
+}

@@ -59,24 +59,6 @@ func launchctl(ctx context.Context, args ...string) (string, int, error) {
 // guiDomain is this user's GUI login domain, gui/<uid>.
 func guiDomain() string { return "gui/" + strconv.Itoa(os.Getuid()) }
 
-// bundled points the agent at the executable inside the .app bundle when c.Exe is a
-// link to one (Homebrew's cask links /opt/homebrew/bin/smarter-compact to
-// /Applications/Smarter Compact.app/Contents/MacOS/smarter-compact): macOS attributes the
-// agent to the signed app in Login Items, and the path survives the link's removal. Any
-// other link is kept as given (a package manager's stable link beats a versioned target).
-func bundled(c ServiceConfig, def ServiceDef) (ServiceConfig, ServiceDef) {
-	resolved, err := filepath.EvalSymlinks(c.Exe)
-	if err != nil || resolved == c.Exe {
-		return c, def
-	}
-	if _, ok := bundleExecutable(resolved); !ok {
-		return c, def
-	}
-	c.Exe = resolved
-	def.Content = launchdPlist(c)
-	return c, def
-}
-
 // sameHome refuses a home other than this account's (from the user database, else
 // $HOME): launchd reads LaunchAgents from there.
 func sameHome(home string) error {

@@ -8,7 +8,7 @@ package installer
 //   - service_linux.go: a systemd user unit through kardianos/service (UserService), with
 //     our own unit text (the library's default wants multi-user.target, which the user
 //     manager does not have, so the service would never start at login).
-//   - service_darwin.go: a LaunchAgent through kardianos/service, with our own plist.
+//   - service_darwin.go: a LaunchAgent, our own plist, run with launchctl in gui/<uid>.
 //   - service_windows.go: the HKCU Run value. kardianos/service installs a machine-wide
 //     service in session 0 there, which needs admin rights and cannot show a tray.
 //
@@ -283,7 +283,11 @@ func systemdQuote(s string, exec bool) string {
 
 // launchdPlist is our LaunchAgent. RunAtLoad starts it at login; KeepAlive restarts it
 // when it exits with an error but not after a clean exit (quit from the tray), which a
-// plain KeepAlive=true would undo at once.
+// plain KeepAlive=true would undo at once. LimitLoadToSessionType Aqua loads it only into
+// a GUI login session, where the menu-bar tray can run (never for ssh or background
+// sessions). When c.Exe is the executable of an .app bundle (…/X.app/Contents/MacOS/x;
+// service_darwin.go resolves a link to one first), AssociatedBundleIdentifiers names the
+// app (macBundleID), so that Login Items (macOS 13+) can list the agent under the signed app.
 func launchdPlist(c ServiceConfig) string {
 	x := func(s string) string { return plistEscaper.Replace(s) }
 	var b strings.Builder
@@ -317,7 +321,12 @@ func launchdPlist(c ServiceConfig) string {
 	</dict>
 	<key>ProcessType</key>
 	<string>Interactive</string>
+	<key>LimitLoadToSessionType</key>
+	<string>Aqua</string>
 `)
+	if _, ok := bundleExecutable(c.Exe); ok {
+		b.WriteString("\t<key>AssociatedBundleIdentifiers</key>\n\t<array>\n\t\t<string>" + macBundleID + "</string>\n\t</array>\n")
+	}
 	if c.LogDir != "" {
 		b.WriteString("\t<key>StandardOutPath</key>\n\t<string>" + x(filepath.Join(c.LogDir, c.Name+".out.log")) + "</string>\n")
 		b.WriteString("\t<key>StandardErrorPath</key>\n\t<string>" + x(filepath.Join(c.LogDir, c.Name+".err.log")) + "</string>\n")

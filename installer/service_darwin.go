@@ -2,11 +2,26 @@
 
 package installer
 
-// The login service on macOS: a LaunchAgent (~/Library/LaunchAgents/<Name>.plist) through
-// kardianos/service with UserService and our plist (service.go, launchdPlist: RunAtLoad,
-// KeepAlive on failure, logs in LogDir). kardianos/service loads and unloads it with the
-// legacy `launchctl load`/`unload`, which current macOS still honours. Not run on a Mac
-// here: it compiles (GOOS=darwin CGO_ENABLED=0 go vet ./installer/).
+// The login service on macOS: a LaunchAgent, ~/Library/LaunchAgents/<Name>.plist (our
+// plist: service.go, launchdPlist), managed with launchctl's current verbs in the user's GUI
+// domain, gui/<uid>:
+//
+//   - install writes the plist (0600) and does not start it; launchd loads it at the next
+//     login (RunAtLoad), in the Aqua session only (LimitLoadToSessionType);
+//   - start: `launchctl bootstrap gui/<uid> <plist>` when the job is not loaded, else
+//     `launchctl kickstart gui/<uid>/<Name>`;
+//   - stop and uninstall: `launchctl bootout gui/<uid>/<Name>` (KeepAlive cannot bring a
+//     booted-out job back; the plist loads again at the next login unless uninstalled);
+//   - status: `launchctl print gui/<uid>/<Name>` (loaded, running, pid, last exit) and
+//     `launchctl print-disabled gui/<uid>`: on macOS 13 and later, switching the agent off
+//     in System Settings → General → Login Items disables it there, so status reports it as
+//     not starting at login. Start refuses a disabled agent rather than override the user.
+//
+// kardianos/service is not used here: it knows only the legacy `launchctl load`/`unload`,
+// which act on the caller's session (from ssh that is not the GUI one, where an
+// Aqua-limited agent must live) and cannot see the Login Items switch. The parsers are in
+// launchd.go and tested on every host; this file runs only on a Mac and has not been run
+// by the project's CI (it is type-checked there by .ci/darwincheck).
 
 import (
 	"context"
@@ -14,34 +29,38 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
-
-	"github.com/kardianos/service"
+	"strconv"
+	"strings"
+	"time"
 )
 
-func launchdService(c ServiceConfig, def ServiceDef) (service.Service, error) {
-	return service.New(kardianosProgram{}, &service.Config{
-		Name:        c.Name,
-		DisplayName: c.DisplayName,
-		Description: c.Description,
-		Executable:  c.Exe,
-		Arguments:   c.Args,
-		EnvVars:     c.Env,
-		Option: service.KeyValue{
-			"UserService": true,
-			// What our plist says too; kardianos/service reads these only for its own
-			// template, which LaunchdConfig replaces (it holds no template action).
-			"RunAtLoad":     true,
-			"KeepAlive":     true,
-			"LogDirectory":  c.LogDir,
-			"LaunchdConfig": def.Content,
-		},
-	})
+// launchctlTimeout bounds one launchctl call.
+const launchctlTimeout = 10 * time.Second
+
+// launchctl runs /bin/launchctl with args and returns its output (stdout and stderr) and
+// exit status (-1 when it did not run).
+func launchctl(ctx context.Context, args ...string) (string, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, launchctlTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "/bin/launchctl", args...).CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0, nil
+	case errors.As(err, &exit):
+		return string(out), exit.ExitCode(), fmt.Errorf("launchctl %s: %s (exit status %d)", strings.Join(args, " "), strings.TrimSpace(string(out)), exit.ExitCode())
+	}
+	return string(out), -1, fmt.Errorf("launchctl %s: %w", strings.Join(args, " "), err)
 }
 
-// sameHome refuses a home other than the one kardianos/service writes under (the
-// account's home from the user database, else $HOME).
+// guiDomain is this user's GUI login domain, gui/<uid>.
+func guiDomain() string { return "gui/" + strconv.Itoa(os.Getuid()) }
+
+// sameHome refuses a home other than this account's (from the user database, else
+// $HOME): launchd reads LaunchAgents from there.
 func sameHome(home string) error {
 	h := os.Getenv("HOME")
 	if u, err := user.Current(); err == nil {
@@ -51,17 +70,51 @@ func sameHome(home string) error {
 		return errors.New("home directory: not found")
 	}
 	if filepath.Clean(h) != filepath.Clean(home) {
-		return fmt.Errorf("home %s is not this account's home %s, where LaunchAgents are written", home, h)
+		return fmt.Errorf("home %s is not this account's home %s, where LaunchAgents are read", home, h)
 	}
 	return nil
 }
 
-func platformInstall(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceResult, error) {
-	if err := sameHome(c.Home); err != nil {
-		return ServiceResult{}, err
+// loadedJob asks launchctl print about the job: errLaunchdNoJob when it is not loaded.
+func loadedJob(ctx context.Context, name string) (launchdJob, error) {
+	out, code, err := launchctl(ctx, "print", guiDomain()+"/"+name)
+	job, perr := parseLaunchctlPrint(out)
+	if perr == nil || errors.Is(perr, errLaunchdNoJob) {
+		return job, perr
 	}
-	svc, err := launchdService(c, def)
+	if err != nil && code != 0 {
+		return job, err
+	}
+	return job, perr
+}
+
+// loginItemsOff reports whether the agent is disabled in the GUI domain (switched off
+// in Login Items, or `launchctl disable`).
+func loginItemsOff(ctx context.Context, name string) (bool, error) {
+	out, _, err := launchctl(ctx, "print-disabled", guiDomain())
 	if err != nil {
+		return false, err
+	}
+	return parseLaunchdDisabled(out, name)
+}
+
+// bootout removes the job from the GUI domain; a job that is not loaded is fine.
+func bootout(ctx context.Context, name string) error {
+	if _, err := loadedJob(ctx, name); errors.Is(err, errLaunchdNoJob) {
+		return nil
+	}
+	_, _, err := launchctl(ctx, "bootout", guiDomain()+"/"+name)
+	if err != nil {
+		if _, perr := loadedJob(ctx, name); errors.Is(perr, errLaunchdNoJob) {
+			return nil // it went away meanwhile
+		}
+	}
+	return err
+}
+
+func platformInstall(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceResult, error) {
+	c, def = bundled(c, def)
+	if err := sameHome(c.Home); err != nil {
 		return ServiceResult{}, err
 	}
 	old, readErr := os.ReadFile(def.Path)
@@ -76,21 +129,21 @@ func platformInstall(ctx context.Context, c ServiceConfig, def ServiceDef) (Serv
 		}
 	}
 	if readErr == nil {
-		// Unload the old job before its plist changes; kardianos/service refuses to
-		// overwrite ("Init already exists").
-		_ = svc.Stop()
-		if err := os.Remove(def.Path); err != nil {
+		// A loaded job keeps the definition it was bootstrapped with: take the old one out
+		// before its plist changes.
+		if err := bootout(ctx, c.Name); err != nil {
 			return ServiceResult{}, fmt.Errorf("replace %s: %w", def.Path, err)
 		}
 	}
-	if err := svc.Install(); err != nil {
-		return ServiceResult{}, fmt.Errorf("write %s: %w", def.Path, err)
+	if err := writeFileAtomic(def.Path, []byte(def.Content), 0o600); err != nil {
+		return ServiceResult{}, err
 	}
 	st, err := platformStatus(ctx, c, def)
 	return ServiceResult{Changed: true, State: st}, err
 }
 
 func platformUninstall(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceResult, error) {
+	c, def = bundled(c, def)
 	if _, err := os.Stat(def.Path); errors.Is(err, fs.ErrNotExist) {
 		st, err := platformStatus(ctx, c, def)
 		return ServiceResult{State: st}, err
@@ -98,11 +151,10 @@ func platformUninstall(ctx context.Context, c ServiceConfig, def ServiceDef) (Se
 	if err := sameHome(c.Home); err != nil {
 		return ServiceResult{}, err
 	}
-	svc, err := launchdService(c, def)
-	if err != nil {
-		return ServiceResult{}, err
+	if err := bootout(ctx, c.Name); err != nil {
+		return ServiceResult{}, fmt.Errorf("remove %s: %w", def.Path, err)
 	}
-	if err := svc.Uninstall(); err != nil { // launchctl unload, then remove the plist
+	if err := os.Remove(def.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return ServiceResult{}, fmt.Errorf("remove %s: %w", def.Path, err)
 	}
 	st, err := platformStatus(ctx, c, def)
@@ -110,19 +162,33 @@ func platformUninstall(ctx context.Context, c ServiceConfig, def ServiceDef) (Se
 }
 
 func platformStart(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceResult, error) {
-	svc, err := registeredService(c, def, launchdService)
-	if err != nil {
+	c, def = bundled(c, def)
+	if _, err := os.Stat(def.Path); err != nil {
+		return ServiceResult{}, fmt.Errorf("%w (no %s)", ErrServiceNotInstalled, def.Path)
+	}
+	if err := sameHome(c.Home); err != nil {
 		return ServiceResult{}, err
 	}
-	if err := svc.Start(); err != nil {
-		// Loaded but not running (it exited, or launchd gave up): load it afresh.
-		_ = svc.Stop()
-		if err := svc.Start(); err != nil {
-			return ServiceResult{}, fmt.Errorf("launchctl load %s: %w", def.Path, err)
+	if off, err := loginItemsOff(ctx, c.Name); err == nil && off {
+		return ServiceResult{}, fmt.Errorf("%s is switched off in System Settings → General → Login Items: turn it on there (or run `launchctl enable %s/%s`), then start it again",
+			c.Name, guiDomain(), c.Name)
+	}
+	_, err := loadedJob(ctx, c.Name)
+	switch {
+	case errors.Is(err, errLaunchdNoJob):
+		if _, _, err := launchctl(ctx, "bootstrap", guiDomain(), def.Path); err != nil {
+			return ServiceResult{}, fmt.Errorf("%w\n(no GUI login session for this user, e.g. over ssh? the agent starts at the next login at the Mac)", err)
+		}
+	case err != nil:
+		return ServiceResult{}, err
+	default:
+		// Loaded but not running (it exited, or launchd gave up): start it now.
+		if _, _, err := launchctl(ctx, "kickstart", guiDomain()+"/"+c.Name); err != nil {
+			return ServiceResult{}, err
 		}
 	}
 	if !waitHealth(ctx, c.Port, true, c.Wait) {
-		return ServiceResult{Changed: true}, fmt.Errorf("launchd loaded %s, but http://127.0.0.1:%d/healthz does not answer after %s: see %s",
+		return ServiceResult{Changed: true}, fmt.Errorf("launchd started %s, but http://127.0.0.1:%d/healthz does not answer after %s: see %s",
 			c.Name, c.Port, c.Wait, filepath.Join(c.LogDir, c.Name+".err.log"))
 	}
 	st, err := platformStatus(ctx, c, def)
@@ -130,46 +196,52 @@ func platformStart(ctx context.Context, c ServiceConfig, def ServiceDef) (Servic
 }
 
 func platformStop(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceResult, error) {
+	c, def = bundled(c, def)
 	wasRunning := ServiceHealth(ctx, c.Port) == nil
-	var unloadErr error
+	var bootoutErr error
 	installed := false
 	if _, err := os.Stat(def.Path); err == nil {
 		if err := sameHome(c.Home); err != nil {
 			return ServiceResult{}, err
 		}
 		installed = true
-		svc, err := launchdService(c, def)
-		if err == nil {
-			err = svc.Stop() // launchctl unload: KeepAlive does not bring it back
-		}
-		unloadErr = err // "not loaded" is fine when nothing answers
+		bootoutErr = bootout(ctx, c.Name)
 	}
 	res, err := stopWait(ctx, c, def, wasRunning, installed, ServiceResult{})
-	if err != nil && unloadErr != nil {
-		err = fmt.Errorf("%w (launchctl unload: %v)", err, unloadErr)
+	if err != nil && bootoutErr != nil {
+		err = fmt.Errorf("%w (%v)", err, bootoutErr)
 	}
 	return res, err
 }
 
 func platformStatus(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceState, error) {
+	c, def = bundled(c, def)
 	st, err := registeredFile("darwin", def)
 	if err != nil {
 		return ServiceState{}, err
 	}
 	st.Enabled = st.Installed // the plist has RunAtLoad: launchd loads it at login
 	st = withHealth(ctx, st, c.Port)
-	if st.Installed {
-		if svc, err := launchdService(c, def); err == nil {
-			switch s, err := svc.Status(); {
-			case err != nil:
-				st.Detail = "launchctl list: " + err.Error()
-			case s == service.StatusRunning:
-				st.Detail = "launchctl list: running"
-			default:
-				st.Detail = "launchctl list: not running"
-			}
-		}
+	if !st.Installed {
+		return st, nil
 	}
+	var detail []string
+	switch off, err := loginItemsOff(ctx, c.Name); {
+	case err != nil:
+		detail = append(detail, "Login Items state unknown: "+err.Error())
+	case off:
+		st.Enabled = false
+		detail = append(detail, "switched off in System Settings → General → Login Items (launchctl print-disabled: disabled); turn it on there")
+	}
+	switch job, err := loadedJob(ctx, c.Name); {
+	case errors.Is(err, errLaunchdNoJob):
+		detail = append(detail, "launchctl print: not loaded")
+	case err != nil:
+		detail = append(detail, err.Error())
+	default:
+		detail = append(detail, "launchctl print: "+job.String())
+	}
+	st.Detail = strings.Join(detail, "; ")
 	return st, nil
 }
 

@@ -1,18 +1,16 @@
-//go:build linux || darwin
+//go:build linux
 
 package installer
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 
 	"github.com/kardianos/service"
 )
 
-// kardianosProgram is the service.Interface kardianos/service wants (systemd on Linux,
-// launchd on macOS); we never call Run, so it is never used.
+// kardianosProgram is the service.Interface kardianos/service wants (systemd on Linux;
+// macOS runs launchctl itself, service_darwin.go); we never call Run, so it is never used.
 type kardianosProgram struct{}
 
 func (kardianosProgram) Start(service.Service) error { return nil }
@@ -29,15 +27,4 @@ func registeredService(c ServiceConfig, def ServiceDef, build func(ServiceConfig
 		return nil, err
 	}
 	return build(c, def)
-}
-
-// registeredFile reads def's unit or plist and fills the registration part of a
-// ServiceState from it (registeredState); a missing file means nothing is registered,
-// any other read error is returned naming the path.
-func registeredFile(goos string, def ServiceDef) (ServiceState, error) {
-	b, err := os.ReadFile(def.Path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return ServiceState{}, fmt.Errorf("read %s: %w", def.Path, err)
-	}
-	return registeredState(goos, def, string(b), err == nil), nil
 }

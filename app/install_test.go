@@ -1,7 +1,6 @@
 package app
 
 import (
-	"errors"
 	"io/fs"
 	"maps"
 	"net"
@@ -11,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/smarter-compact/smarter-compact/installer"
 )
 
 // installSystem is a machine with Claude Code installed (its settings.json pointing at a
@@ -205,41 +202,4 @@ func TestInstallErrors(t *testing.T) {
 			t.Errorf("err %v", err)
 		}
 	})
-}
-
-func TestChainUpstreams(t *testing.T) {
-	t.Parallel()
-	config := writeConfig(t, "# mine\n[upstream]\nopenai = \"https://mine.example/v1\"\n\n[upstream.agents.opencode]\nopenai = \"https://mine.example/v1\"\n")
-	rep := installer.Report{Agents: []installer.AgentReport{
-		{Agent: "claude-code", Upstreams: map[string]string{"anthropic": "https://gw.example/anthropic/"}},
-		{Agent: "opencode", Upstreams: map[string]string{"openai": "https://other.example/v1", "anthropic": "https://gw.example/anthropic"}},
-		{Agent: "codex", Upstreams: map[string]string{"codex": "http://localhost:4100/codex", "openai": "https://mine.example/v1/"}},
-		{Agent: "failed", Err: errors.New("x"), Upstreams: map[string]string{"codex": "https://never.example"}},
-		{Agent: "odd", Upstreams: map[string]string{"gemini": "https://g.example", "openai": "ftp://x"}},
-	}}
-	var out strings.Builder
-	if err := chainUpstreams(&out, rep, config, 4100, false, ""); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := os.ReadFile(config)
-	if want := "# mine\n[upstream]\nopenai = \"https://mine.example/v1\"\n\n[upstream.agents.opencode]\nopenai = \"https://mine.example/v1\"\n" +
-		"anthropic = \"https://gw.example/anthropic\"\n\n[upstream.agents.claude-code]\nanthropic = \"https://gw.example/anthropic\"\n"; string(got) != want {
-		t.Errorf("config.toml:\n%s\nwant\n%s", got, want)
-	}
-	for _, want := range []string{
-		`claude-code: chained to its previous base URL: [upstream.agents.claude-code] anthropic = "https://gw.example/anthropic"`,
-		`opencode: chained to its previous base URL: [upstream.agents.opencode] anthropic = "https://gw.example/anthropic"`,
-		`opencode: pointed at https://other.example/v1 before; [upstream.agents.opencode] openai keeps "https://mine.example/v1"`,
-		"codex: its previous base URL http://localhost:4100/codex is this proxy: not chained",
-		"odd: its previous gemini base URL https://g.example has no [upstream] key",
-		`odd: its previous base URL "ftp://x" is not an http(s) URL`,
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
-		}
-	}
-	// codex's openai URL is [upstream] openai already: no key for it
-	if strings.Contains(out.String(), "never.example") || strings.Count(out.String(), "chained to") != 2 {
-		t.Errorf("output:\n%s", out.String())
-	}
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -157,7 +158,7 @@ func saveOnOff(path string, cfgErr error, agents []string, on bool, sys system) 
 		if err := checkWritable(path); err != nil {
 			return err
 		}
-		if err := writeConfigFile(path, text); err != nil {
+		if err := installer.ReplaceFile(path, text); err != nil {
 			return fmt.Errorf("save config: %w", err)
 		}
 	}

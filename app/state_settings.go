@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -161,7 +162,7 @@ func (d settingDef) tomlValue(raw string) (string, error) {
 		}
 		return "", fmt.Errorf("%s = %s: must be true or false", d.k, raw)
 	}
-	return tomlString(raw), nil
+	return installer.TOMLString(raw), nil
 }
 
 // SaveSettings validates, saves and applies settings (web.Control): values maps
@@ -219,7 +220,7 @@ func (s *state) SaveSettings(values map[string]string) error {
 		if text == nil {
 			break // no file: nothing to remove
 		}
-		if text, err = removeConfigKeys(text, section, dels[section], true, true, false); err != nil {
+		if text, err = installer.RemoveKeysIn(text, section, dels[section], true, true, false); err != nil {
 			return web.Refuse(fmt.Errorf("config %s: [%s]: %v: nothing saved", s.path, section, err))
 		}
 	}

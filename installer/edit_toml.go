@@ -483,11 +483,13 @@ func tomlKey(k string) string {
 	if bareKey.MatchString(k) {
 		return k
 	}
-	return tomlBasicString(k)
+	return TOMLString(k)
 }
 
-// tomlBasicString writes s as a TOML basic string (TOML 1.0 §String).
-func tomlBasicString(s string) string {
+// TOMLString writes s as a TOML basic string (TOML 1.0 §String): `"` and `\` escaped,
+// \n, \r and \t as such, other control characters as \uXXXX. The result is also a valid
+// JSON string, so it may be given to SetKey and SetKeyIn as their value.
+func TOMLString(s string) string {
 	var sb strings.Builder
 	sb.WriteByte('"')
 	for _, r := range s {
@@ -524,7 +526,7 @@ func tomlLiteral(val []byte) (string, error) {
 		if err := json.Unmarshal(val, &s); err != nil {
 			return "", err
 		}
-		return tomlBasicString(s), nil
+		return TOMLString(s), nil
 	case 't', 'f':
 		return string(val), nil
 	case 'n':

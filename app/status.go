@@ -111,8 +111,9 @@ func status(ctx context.Context, args []string, sys system) error {
 	return nil
 }
 
-// agentStatuses lists the agents in display order with where their value comes from, read
-// again from the config file (LoadConfig keeps only the resolved value).
+// agentStatuses lists the agents in display order with where their value comes from
+// (switchState.rule), read again from the config file (LoadConfig keeps only the resolved
+// value).
 func agentStatuses(cfg Config, getenv func(string) string, port int) []agentStatus {
 	var f fileConfig
 	if cfg.Path != "" {
@@ -120,28 +121,11 @@ func agentStatuses(cfg Config, getenv func(string) string, port int) []agentStat
 			_ = decodeFile(cfg.Path, b, &f) // LoadConfig already decoded it without error
 		}
 	}
-	cp := &f.ContextProxy
-	saved := map[string]*bool{
-		agentClaudeCode: cp.Agents.ClaudeCode,
-		agentCodex:      cp.Agents.Codex,
-		agentOpenCode:   cp.Agents.OpenCode,
-	}
-	envSet := strings.TrimSpace(getenv(keyEnabled.env)) != ""
+	sw := switchesOf(&f.ContextProxy, getenv)
 	var out []agentStatus
 	for _, agent := range slices.Concat(configuredAgents, []string{agentUnknown}) {
 		a := agentStatus{Agent: agent, On: cfg.Agents[agent], Route: fmt.Sprintf("http://127.0.0.1:%d/%s", port, agent)}
-		switch {
-		case cp.Paused != nil && *cp.Paused:
-			a.Source = "paused"
-		case envSet:
-			a.Source = keyEnabled.env
-		case saved[agent] != nil:
-			a.Source = "saved"
-		case cp.Enabled != nil:
-			a.Source = "follows enabled"
-		default:
-			a.Source = "default"
-		}
+		_, a.Source = sw.rule(agent)
 		if agent == agentUnknown {
 			a.Route = fmt.Sprintf("http://127.0.0.1:%d (unprefixed routes)", port)
 		}

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/storetest"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -36,11 +36,7 @@ func stateServer(t *testing.T, text string) (*state, string, system, *syncBuffer
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
+	root := storetest.OpenRoot(t)
 	log := slog.New(slog.DiscardHandler)
 	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log})
 	ts.Config.Handler = routes(port, http.NotFoundHandler(), http.NotFoundHandler(), dash, log)

@@ -21,7 +21,7 @@ import (
 
 	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
-	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/storetest"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -759,11 +759,7 @@ func TestStateSettingsReachTheProxy(t *testing.T) {
 	fake := fakeupstream.Start(t, fakeupstream.Options{Reply: stateReply, APIKey: "dummy-key"})
 	text := fmt.Sprintf("[context_proxy]\ntrim_at_tokens = 10000000 # never\n\n[upstream]\nanthropic = %q\n", fake.URL)
 	st, _, logs := testState(t, text, nil)
-	root, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := storetest.OpenRoot(t)
 	px := proxy.New(st.config().Proxy, st, root, slog.New(slog.NewTextHandler(logs, nil)))
 	defer px.Close()
 	st.attach(px, nil)

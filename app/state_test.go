@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/proxy"
@@ -454,8 +455,8 @@ func TestStateSaveSettings(t *testing.T) {
 	})
 }
 
-// waitFor polls cond every 20 ms for up to 5 s (a hand edit shows within about a second;
-// the margin is for a loaded machine).
+// waitFor polls cond every 20 ms for up to 5 s of the synctest bubble's clock it runs in (a
+// hand edit shows within configPoll plus configSettle).
 func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -469,8 +470,14 @@ func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
 	return 0
 }
 
+// In a synctest bubble: the watcher's ticker, its settle and waitFor's polls run on the
+// bubble's clock, so the test takes no real time for them.
 func TestStateWatchesHandEdits(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, testStateWatchesHandEdits)
+}
+
+func testStateWatchesHandEdits(t *testing.T) {
 	const text = "[context_proxy.agents]\ncodex = true\n"
 	st, path, logs := testState(t, text, nil)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -507,7 +514,7 @@ func TestStateWatchesHandEdits(t *testing.T) {
 	if st.Enabled(agentCodex) || !strings.Contains(s.ConfigError, "[context_proxy] port = 0: must be an integer from 1 to 65535") || s.Revision <= rev {
 		t.Errorf("after an invalid edit: codex %v (want the old off), ConfigError %q", st.Enabled(agentCodex), s.ConfigError)
 	}
-	time.Sleep(2500 * time.Millisecond) // two more polls: the same error is not logged again
+	time.Sleep(2500 * time.Millisecond) // two more polls (the bubble's clock): the same error is not logged again
 	if n := strings.Count(logs.String(), "does not load"); n != 1 {
 		t.Errorf("the invalid edit was logged %d times, want once:\n%s", n, logs)
 	}
@@ -901,8 +908,15 @@ func TestStatePauseWithBrokenConfig(t *testing.T) {
 // TestStateConfigRemovedOrHalfWritten: a config.toml that is removed keeps the running
 // settings (and says so) instead of applying the defaults; one caught half-written (written
 // in place) is applied only once it stays the same.
+//
+// In a synctest bubble: the poll's settle and the write "a moment later" are on the bubble's
+// clock, so the poll has read the empty file before the text is written, every run.
 func TestStateConfigRemovedOrHalfWritten(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, testStateConfigRemovedOrHalfWritten)
+}
+
+func testStateConfigRemovedOrHalfWritten(t *testing.T) {
 	const text = "[context_proxy]\ntrim_at_tokens = 7000\n[context_proxy.agents]\ncodex = false\n"
 	st, path, logs := testState(t, text, nil)
 	st.settle = 0

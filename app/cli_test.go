@@ -49,6 +49,16 @@ func testSystem(t *testing.T, e env) (sys system, stdout, stderr *syncBuffer) {
 	}, stdout, stderr
 }
 
+// wantIn fails the test for each of wants that out (named what in the message) lacks.
+func wantIn(t *testing.T, what, out string, wants []string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, out)
+		}
+	}
+}
+
 func TestRunCommandLine(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

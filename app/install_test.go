@@ -66,7 +66,7 @@ func TestInstallDryRunWritesNothing(t *testing.T) {
 		t.Errorf("--dry-run changed files:\nbefore %v\nafter %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
 	}
 	out := stdout.String()
-	for _, want := range []string{
+	wantIn(t, "stdout", out, []string{
 		"claude-code: would wire\n",
 		"  would write " + filepath.Join(sys.home, ".claude", "settings.json") + "\n",
 		"codex: ", "opencode: ", "not installed",
@@ -75,11 +75,7 @@ func TestInstallDryRunWritesNothing(t *testing.T) {
 		"would write those keys to " + filepath.Join(sys.configDir, "smarter-compact", "config.toml"),
 		"service: would register the login service (smarter-compact service install)\n",
 		"dry run: nothing written\n",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("stdout lacks %q:\n%s", want, out)
-		}
-	}
+	})
 }
 
 func TestInstallUninstall(t *testing.T) {
@@ -90,17 +86,13 @@ func TestInstallUninstall(t *testing.T) {
 	}
 	out := stdout.String()
 	config := filepath.Join(sys.configDir, "smarter-compact", "config.toml")
-	for _, want := range []string{
+	wantIn(t, "stdout", out, []string{
 		"claude-code: wired\n",
 		"  wrote " + settings + "\n",
 		"wrote those keys to " + config,
 		"the service does not answer at http://127.0.0.1:",
 		"smarter-compact service install",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("stdout lacks %q:\n%s", want, out)
-		}
-	}
+	})
 	if strings.Contains(out, "codex") {
 		t.Errorf("--agents claude-code reported codex:\n%s", out)
 	}
@@ -142,15 +134,11 @@ func TestInstallUninstall(t *testing.T) {
 	if err := run(t.Context(), []string{"uninstall"}, sys); err != nil {
 		t.Fatalf("uninstall: %v\n%s", err, stdout3)
 	}
-	for _, want := range []string{
+	wantIn(t, "uninstall output", stdout3.String(), []string{
 		"claude-code: unwired",
 		"  restored " + settings + "\n",
 		"  removed " + filepath.Join(sys.home, ".claude.json") + " (install had created it)\n",
-	} {
-		if !strings.Contains(stdout3.String(), want) {
-			t.Errorf("uninstall output lacks %q:\n%s", want, stdout3)
-		}
-	}
+	})
 	if _, err := os.Stat(filepath.Join(sys.home, ".claude.json")); err == nil {
 		t.Error("~/.claude.json, which install created, is still there")
 	}

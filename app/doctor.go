@@ -1,9 +1,7 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -61,14 +59,7 @@ func doctorCmd(ctx context.Context, args []string, sys system) error {
 	}
 	rep := doctor(ctx, sys, *configFlag)
 	if *asJSON {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-		if _, err := sys.stdout.Write(buf.Bytes()); err != nil {
+		if err := writeJSON(sys.stdout, rep); err != nil {
 			return err
 		}
 	} else {

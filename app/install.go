@@ -25,15 +25,20 @@ type installFlags struct {
 	config  string
 }
 
-func parseInstallFlags(name string, args []string, sys system) (installFlags, error) {
+// parseInstallFlags parses install's or uninstall's flags and the agents of --agents; -h is
+// flag.ErrHelp (parseFlags).
+func parseInstallFlags(name string, args []string, sys system) (installFlags, []installer.Agent, error) {
 	var f installFlags
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.StringVar(&f.agents, "agents", "", "only these agents, comma-separated (default: every installed one)")
 	fs.BoolVar(&f.service, "service", false, "also "+name+" the login service")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print the unified diff of every file it would touch, and write nothing")
 	fs.StringVar(&f.config, "config", "", "smarter-compact's config.toml at `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
-	err := parseFlags(fs, args, sys.stdout)
-	return f, err
+	if err := parseFlags(fs, args, sys.stdout); err != nil {
+		return f, nil, err
+	}
+	agents, err := selectAgents(name, f.agents)
+	return f, agents, err
 }
 
 // install is the `install` command (DESIGN.md §2, §8; issue 5): it wires every installed
@@ -43,15 +48,10 @@ func parseInstallFlags(name string, args []string, sys system) (installFlags, er
 // diffs and writes nothing. An agent that failed (a file that does not parse, a failed write)
 // makes the exit status 1; its files are untouched.
 func install(ctx context.Context, args []string, sys system) error {
-	f, err := parseInstallFlags("install", args, sys)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	agents, err := selectAgents("install", f.agents)
-	if err != nil {
+	f, agents, err := parseInstallFlags("install", args, sys)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	cfgPath, cfg, err := installConfig(f.config, sys)
@@ -93,15 +93,10 @@ func install(ctx context.Context, args []string, sys system) error {
 // else the snapshots; issue 5, Deliver 6) and, with --service, removes the login service
 // afterwards. It works with the service down.
 func uninstall(ctx context.Context, args []string, sys system) error {
-	f, err := parseInstallFlags("uninstall", args, sys)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	agents, err := selectAgents("uninstall", f.agents)
-	if err != nil {
+	f, agents, err := parseInstallFlags("uninstall", args, sys)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	// The port only names the proxy in the agents' files; a broken config must not stop

@@ -1,9 +1,7 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -97,15 +95,7 @@ func status(ctx context.Context, args []string, sys system) error {
 		rep.Agents = []agentStatus{}
 	}
 	if *asJSON {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-		_, err := sys.stdout.Write(buf.Bytes())
-		return err
+		return writeJSON(sys.stdout, rep)
 	}
 	writeStatus(sys.stdout, &rep)
 	return nil

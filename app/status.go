@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -224,12 +225,7 @@ func writeStatus(w io.Writer, rep *statusReport) {
 		p("    %s  %s  %s  %s", e.At, e.Session, e.Location, e.Error)
 	}
 	if len(st.Latest) > 0 {
-		writers := make([]string, 0, len(st.Latest))
-		for _, v := range st.Latest {
-			writers = append(writers, v)
-		}
-		slices.Sort(writers)
-		p("  Latest writers: %s", strings.Join(writers, ", "))
+		p("  Latest writers: %s", strings.Join(slices.Sorted(maps.Values(st.Latest)), ", "))
 	}
 
 	u := &st.Usage
@@ -241,11 +237,7 @@ func writeStatus(w io.Writer, rep *statusReport) {
 			u.Other.CacheCreationTokens, u.Other.Requests, average(u.Other.Average))
 	}
 	if len(u.Breakpoints) > 0 {
-		counts := make([]string, 0, len(u.Breakpoints))
-		for k := range u.Breakpoints {
-			counts = append(counts, k)
-		}
-		slices.SortFunc(counts, func(a, b string) int {
+		counts := slices.SortedFunc(maps.Keys(u.Breakpoints), func(a, b string) int {
 			x, _ := strconv.Atoi(a)
 			y, _ := strconv.Atoi(b)
 			return x - y
@@ -257,11 +249,7 @@ func writeStatus(w io.Writer, rep *statusReport) {
 		p("    breakpoints (count → requests): %s", strings.Join(parts, ", "))
 	}
 	if len(u.BreakpointLayouts) > 0 {
-		layouts := make([]string, 0, len(u.BreakpointLayouts))
-		for k := range u.BreakpointLayouts {
-			layouts = append(layouts, k)
-		}
-		slices.SortFunc(layouts, func(a, b string) int {
+		layouts := slices.SortedFunc(maps.Keys(u.BreakpointLayouts), func(a, b string) int {
 			if d := u.BreakpointLayouts[b] - u.BreakpointLayouts[a]; d != 0 {
 				return d
 			}

@@ -3,7 +3,6 @@ package app
 import (
 	"io/fs"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,13 +15,7 @@ import (
 // gateway), neither Codex nor OpenCode, and nothing listening on the proxy's port.
 func installSystem(t *testing.T) (sys system, stdout *syncBuffer, settings, before string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	sys, stdout, _ = testSystem(t, env{"CONTEXT_PROXY_PORT": strconv.Itoa(port)})
+	sys, stdout, _ = testSystem(t, env{"CONTEXT_PROXY_PORT": strconv.Itoa(freePort(t))})
 	sys.exe = filepath.Join(t.TempDir(), "bin", "smarter-compact")
 	settings = filepath.Join(sys.home, ".claude", "settings.json")
 	before = "{\n  // mine\n  \"env\": {\n    \"ANTHROPIC_BASE_URL\": \"https://gw.example/anthropic/\"\n  },\n  \"model\": \"opus\"\n}\n"

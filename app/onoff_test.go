@@ -141,13 +141,7 @@ func TestOnOffServiceDown(t *testing.T) {
 	if string(got) != "[context_proxy.agents]\nopencode = false\n" {
 		t.Errorf("new config %q", got)
 	}
-	if runtime.GOOS != "windows" {
-		fi, _ := os.Stat(path)
-		di, _ := os.Stat(filepath.Dir(path))
-		if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {
-			t.Errorf("modes: file %o, dir %o; want 600 and 700", fi.Mode().Perm(), di.Mode().Perm())
-		}
-	}
+	wantPrivate(t, path)
 	if !strings.Contains(stdout.String(), "not running") || !strings.Contains(stdout.String(), "applies when it starts") {
 		t.Errorf("stdout %q: want it to say the service is down and the change is saved", stdout)
 	}

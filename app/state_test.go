@@ -247,13 +247,7 @@ func TestStateCreatesConfig(t *testing.T) {
 	if got := readText(t, path); got != "[context_proxy]\npaused = true\n" {
 		t.Errorf("new config %q", got)
 	}
-	if runtime.GOOS != "windows" {
-		fi, _ := os.Stat(path)
-		di, _ := os.Stat(filepath.Dir(path))
-		if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {
-			t.Errorf("modes: file %o, dir %o; want 600 and 700", fi.Mode().Perm(), di.Mode().Perm())
-		}
-	}
+	wantPrivate(t, path)
 	if st.State().ConfigPath != path {
 		t.Errorf("ConfigPath %q, want %q", st.State().ConfigPath, path)
 	}

@@ -443,14 +443,8 @@ func (r *resolver) agentUpstreams(f *fileConfig) map[string]map[string]string {
 	return out
 }
 
-// env returns the key's environment override; an empty variable counts as unset.
-func (r *resolver) env(k key) (string, bool) {
-	if k.env == "" {
-		return "", false
-	}
-	v := strings.TrimSpace(r.getenv(k.env))
-	return v, v != ""
-}
+// env returns the key's environment override (envOverride).
+func (r *resolver) env(k key) (string, bool) { return envOverride(k, r.getenv) }
 
 func (r *resolver) envErr(k key, v string) {
 	detail := fmt.Sprintf("%s=%q: must be %s", k.env, v, k.accepts)

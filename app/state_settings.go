@@ -129,7 +129,8 @@ func (s *state) settings() []web.Setting {
 	return out
 }
 
-// envOverride returns the key's environment variable's value when it is set.
+// envOverride returns the key's environment variable's value when it is set; an empty
+// (or blank) variable counts as unset.
 func envOverride(k key, getenv func(string) string) (string, bool) {
 	if k.env == "" {
 		return "", false

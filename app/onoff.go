@@ -163,7 +163,7 @@ func saveOnOff(path string, cfgErr error, agents []string, on bool, sys system) 
 		}
 	}
 	fmt.Fprintf(sys.stdout, "trimming %s for %s: saved in %s\n", onOffWord(on), strings.Join(agents, ", "), path)
-	if v := strings.TrimSpace(sys.getenv(keyEnabled.env)); v != "" {
+	if v, ok := envOverride(keyEnabled, sys.getenv); ok {
 		fmt.Fprintf(sys.stdout, "note: %s=%s is set here; where it is set for the service, it overrides [context_proxy.agents]\n", keyEnabled.env, v)
 	}
 	return nil

@@ -3,7 +3,6 @@ package app
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/smarter-compact/smarter-compact/web"
 )
@@ -38,7 +37,7 @@ func switchesOf(cp *fileContextProxy, getenv func(string) string) switchState {
 			sw.modes[agent] = web.ModeOff
 		}
 	}
-	if v := strings.TrimSpace(getenv(keyEnabled.env)); v != "" {
+	if v, ok := envOverride(keyEnabled, getenv); ok {
 		if on, err := parseBool(v); err == nil {
 			sw.env, sw.envOn = v, on
 		}

@@ -3,8 +3,10 @@ package installer
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,5 +86,70 @@ func TestChainUpstreams(t *testing.T) {
 	// codex's openai URL is [upstream] openai already: no key for it
 	if strings.Contains(out.String(), "never.example") || strings.Count(out.String(), "chained to") != 2 {
 		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+// TestUnchainUpstreamsRoundTrip: what ChainUpstreams wrote and recorded, UnchainUpstreams
+// takes out again, giving config.toml back byte for byte (or removing the file it created)
+// and removing the record; a key changed since stays, and is reported. The CLI's round trip
+// through install and uninstall is app's TestInstallUninstallUpstreamsByteIdentical.
+func TestUnchainUpstreamsRoundTrip(t *testing.T) {
+	t.Parallel()
+	rep := Report{Agents: []AgentReport{{Agent: "claude-code", Upstreams: map[string]string{"anthropic": "https://gw.example/anthropic/"}}}}
+	for _, before := range []string{"", "# mine\n[compaction]\nrecall = false", "[upstream]\nopenai = \"https://mine.example/v1\"\n\n"} {
+		dir := t.TempDir()
+		config, record := filepath.Join(dir, "config.toml"), filepath.Join(dir, "install", "upstreams.json")
+		if before != "" {
+			if err := os.WriteFile(config, []byte(before), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := testUpstreamConfig(config, 4100)
+		if _, err := ChainUpstreams(c, rep, false, record); err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Stat(record); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%q: record: %v %v", before, err, fi)
+		}
+		lines, err := UnchainUpstreams(c, []string{"claude-code"}, record, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `claude-code: removed the upstream install chained: [upstream.agents.claude-code] anthropic = "https://gw.example/anthropic"`; !slices.Contains(lines, want) {
+			t.Errorf("%q: lines %q lack %q", before, lines, want)
+		}
+		got, err := os.ReadFile(config)
+		switch {
+		case before == "" && !errors.Is(err, fs.ErrNotExist):
+			t.Errorf("the config.toml ChainUpstreams created is still there: %q, %v", got, err)
+		case before != "" && string(got) != before:
+			t.Errorf("config.toml after the round trip:\n%q\nwant\n%q", got, before)
+		}
+		if _, err := os.Stat(record); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%q: record left: %v", before, err)
+		}
+	}
+
+	// A key changed since install stays.
+	dir := t.TempDir()
+	config, record := filepath.Join(dir, "config.toml"), filepath.Join(dir, "upstreams.json")
+	c := testUpstreamConfig(config, 4100)
+	if _, err := ChainUpstreams(c, rep, false, record); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(config)
+	edited := strings.Replace(string(b), "https://gw.example/anthropic", "https://new-gw.example", 1)
+	if err := os.WriteFile(config, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := UnchainUpstreams(c, []string{"claude-code"}, record, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(config); string(got) != edited {
+		t.Errorf("config.toml:\n%s\nwant\n%s", got, edited)
+	}
+	if want := `claude-code: kept [upstream.agents.claude-code] anthropic = "https://new-gw.example" in ` + config + `: changed since install wrote "https://gw.example/anthropic"`; !slices.Contains(lines, want) {
+		t.Errorf("lines %q lack %q", lines, want)
 	}
 }

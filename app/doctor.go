@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -177,27 +175,15 @@ func agentChecks(sys system, port int, answering bool) []doctorCheck {
 // routeOf is the route prefix of an agent (DESIGN.md §5).
 func routeOf(agent string) string { return "/" + agent }
 
-// judgeAgentURL checks one base URL: ours when it is loopback and on the agent's route or
-// our port; then it must use the configured port, and the service must answer there.
+// judgeAgentURL checks one base URL that is ours (installer.AgentURL.Ours): it must use the
+// configured port, and the service must answer there.
 func judgeAgentURL(agent, file string, u installer.AgentURL, port int, answering bool) (doctorCheck, bool) {
 	name := agent
 	if agent == agentOpenCode {
 		name = agent + " (" + u.Where + ")"
 	}
-	parsed, err := url.Parse(strings.TrimSpace(u.URL))
-	if err != nil || parsed.Host == "" || !isLoopback(parsed.Hostname()) {
-		return doctorCheck{}, false
-	}
-	p := parsed.Port()
-	if p == "" {
-		p = map[string]string{"https": "443"}[parsed.Scheme]
-		if p == "" {
-			p = "80"
-		}
-	}
-	route := routeOf(agent)
-	onRoute := parsed.Path == route || strings.HasPrefix(parsed.Path, route+"/")
-	if !onRoute && p != strconv.Itoa(port) {
+	p, ours := u.Ours(agent, port)
+	if !ours {
 		return doctorCheck{}, false
 	}
 	where := fmt.Sprintf("%s %s = %s", file, u.Where, u.URL)
@@ -214,14 +200,6 @@ func judgeAgentURL(agent, file string, u installer.AgentURL, port int, answering
 		}, true
 	}
 	return doctorCheck{Name: name, Status: checkOK, Message: "wired to the live service: " + where}, true
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // storeCheck: the context store's folder exists or can be made, is writable, and nothing

@@ -3,8 +3,11 @@ package installer
 import (
 	"encoding/json"
 	"maps"
+	"net/url"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/tailscale/hujson"
@@ -16,6 +19,26 @@ type AgentURL struct {
 	// "model_providers.<id>.base_url", "provider.<id>.options.baseURL".
 	Where string
 	URL   string
+}
+
+// Ours reports whether u goes through smarter-compact for agent: a loopback URL on the
+// agent's route (/<agent>, any port: an install for another port) or on port. urlPort is
+// u's port, 80 or 443 by its scheme when it names none.
+func (u AgentURL) Ours(agent string, port int) (urlPort string, ours bool) {
+	parsed, err := url.Parse(strings.TrimSpace(u.URL))
+	if err != nil || parsed.Host == "" || !isLoopbackHost(parsed) {
+		return "", false
+	}
+	urlPort = parsed.Port()
+	if urlPort == "" {
+		urlPort = "80"
+		if parsed.Scheme == "https" {
+			urlPort = "443"
+		}
+	}
+	route := "/" + agent
+	onRoute := parsed.Path == route || strings.HasPrefix(parsed.Path, route+"/")
+	return urlPort, onRoute || urlPort == strconv.Itoa(port)
 }
 
 // Wiring is what one agent's config file says of its base URLs, read without changing

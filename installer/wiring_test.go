@@ -57,3 +57,27 @@ func TestReadWiring(t *testing.T) {
 		t.Errorf("codex with a broken config.toml: %+v, want a parse error", got[1])
 	}
 }
+
+// TestAgentURLOurs: a loopback URL is ours on the agent's route (any port) or on our port;
+// the port defaults by scheme.
+func TestAgentURLOurs(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		url, port string
+		ours      bool
+	}{
+		{"http://127.0.0.1:4100/claude-code", "4100", true},
+		{"http://localhost:4200/claude-code/v1", "4200", true}, // stale port, our route
+		{"http://[::1]:4100/other", "4100", true},              // our port
+		{"http://LOCALHOST/claude-code", "80", true},
+		{"https://127.0.0.1/claude-codex", "443", false},
+		{"http://127.0.0.1:11434/v1", "11434", false},
+		{"https://gw.example:4100/claude-code", "", false},
+		{"not a url", "", false},
+	} {
+		p, ours := AgentURL{URL: c.url}.Ours("claude-code", 4100)
+		if ours != c.ours || (ours && p != c.port) {
+			t.Errorf("%s: ours %v port %q, want %v %q", c.url, ours, p, c.ours, c.port)
+		}
+	}
+}

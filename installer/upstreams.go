@@ -299,14 +299,7 @@ func UnchainUpstreams(c UpstreamConfig, agents []string, recordPath string, dryR
 	if dryRun {
 		return out, nil
 	}
-	switch {
-	case old == nil || bytes.Equal(text, old):
-	case len(text) == 0 && rec.CreatedFile:
-		err = os.Remove(c.Path)
-	default:
-		err = ReplaceFile(c.Path, text)
-	}
-	if err != nil {
+	if err := writeBack(c.Path, old, text, rec.CreatedFile); err != nil {
 		return out, fmt.Errorf("config %s: %v", c.Path, err)
 	}
 	if len(rec.Tables) == 0 {
@@ -316,6 +309,18 @@ func UnchainUpstreams(c UpstreamConfig, agents []string, recordPath string, dryR
 		return out, fmt.Errorf("record %s: %v", recordPath, err)
 	}
 	return out, nil
+}
+
+// writeBack writes text to path when it differs from old (nil: there was no file), and
+// removes the file instead when text is empty and created says install made it.
+func writeBack(path string, old, text []byte, created bool) error {
+	switch {
+	case old == nil || bytes.Equal(text, old):
+		return nil
+	case len(text) == 0 && created:
+		return os.Remove(path)
+	}
+	return ReplaceFile(path, text)
 }
 
 // RemoveKeysIn deletes the named keys of the table [section] of the TOML text b through

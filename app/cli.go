@@ -1,7 +1,9 @@
 package app
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -194,6 +196,20 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 		return usageError{fmt.Sprintf("%s: unexpected argument %q: run 'smarter-compact %s -h'", fs.Name(), strings.Join(fs.Args(), " "), fs.Name())}
 	}
 	return nil
+}
+
+// writeJSON writes v as indented JSON without HTML escaping (status --json, doctor --json),
+// in one write.
+func writeJSON(w io.Writer, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 // mcpStdio is the `mcp` command (DESIGN.md §2): the recall tools over stdin and stdout,

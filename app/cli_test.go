@@ -49,6 +49,30 @@ func testSystem(t *testing.T, e env) (sys system, stdout, stderr *syncBuffer) {
 	}, stdout, stderr
 }
 
+// wantIn fails the test for each of wants that out (named what in the message) lacks.
+func wantIn(t *testing.T, what, out string, wants []string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, out)
+		}
+	}
+}
+
+// wantPrivate fails the test unless path is 0600 and its folder 0700 (not on Windows, whose
+// profile permissions apply instead of modes).
+func wantPrivate(t *testing.T, path string) {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		return
+	}
+	fi, _ := os.Stat(path)
+	di, _ := os.Stat(filepath.Dir(path))
+	if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {
+		t.Errorf("modes: file %o, dir %o; want 600 and 700", fi.Mode().Perm(), di.Mode().Perm())
+	}
+}
+
 func TestRunCommandLine(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -443,14 +443,8 @@ func (r *resolver) agentUpstreams(f *fileConfig) map[string]map[string]string {
 	return out
 }
 
-// env returns the key's environment override; an empty variable counts as unset.
-func (r *resolver) env(k key) (string, bool) {
-	if k.env == "" {
-		return "", false
-	}
-	v := strings.TrimSpace(r.getenv(k.env))
-	return v, v != ""
-}
+// env returns the key's environment override (envOverride).
+func (r *resolver) env(k key) (string, bool) { return envOverride(k, r.getenv) }
 
 func (r *resolver) envErr(k key, v string) {
 	detail := fmt.Sprintf("%s=%q: must be %s", k.env, v, k.accepts)
@@ -462,69 +456,47 @@ func (r *resolver) fileErr(k key, v any) {
 	r.errs = append(r.errs, &keyError{k, detail, fmt.Errorf("config %s: %s", r.path, detail)})
 }
 
-func (r *resolver) intKey(k key, file *int64, def int) int {
+// keyValue resolves k: its environment variable wins when set (parse turns the text into a
+// value, false when it is none), else the file's value, else def. A value that does not
+// parse or fails inRange is an error of the key, and def is used.
+func keyValue[T any](r *resolver, k key, file *T, def T, parse func(string) (T, bool), inRange func(T) bool) T {
 	if v, ok := r.env(k); ok {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || !k.ok(float64(n)) {
+		x, ok := parse(v)
+		if !ok || !inRange(x) {
 			r.envErr(k, v)
 			return def
 		}
-		return int(n)
+		return x
 	}
 	if file != nil {
-		if !k.ok(float64(*file)) {
-			r.fileErr(k, *file)
-			return def
-		}
-		return int(*file)
-	}
-	return def
-}
-
-func (r *resolver) floatKey(k key, file *float64, def float64) float64 {
-	if v, ok := r.env(k); ok {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || !finite(f) || !k.ok(f) {
-			r.envErr(k, v)
-			return def
-		}
-		return f
-	}
-	if file != nil {
-		if !finite(*file) || !k.ok(*file) {
+		if !inRange(*file) {
 			r.fileErr(k, *file)
 			return def
 		}
 		return *file
 	}
 	return def
+}
+
+func (r *resolver) intKey(k key, file *int64, def int) int {
+	parse := func(v string) (int64, bool) { n, err := strconv.ParseInt(v, 10, 64); return n, err == nil }
+	return int(keyValue(r, k, file, int64(def), parse, func(n int64) bool { return k.ok(float64(n)) }))
+}
+
+func (r *resolver) floatKey(k key, file *float64, def float64) float64 {
+	parse := func(v string) (float64, bool) { f, err := strconv.ParseFloat(v, 64); return f, err == nil }
+	return keyValue(r, k, file, def, parse, func(f float64) bool { return finite(f) && k.ok(f) })
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 func (r *resolver) boolKey(k key, file *bool, def bool) bool {
-	if v, ok := r.env(k); ok {
-		b, err := parseBool(v)
-		if err != nil {
-			r.envErr(k, v)
-			return def
-		}
-		return b
-	}
-	if file != nil {
-		return *file
-	}
-	return def
+	parse := func(v string) (bool, bool) { b, err := parseBool(v); return b, err == nil }
+	return keyValue(r, k, file, def, parse, func(bool) bool { return true })
 }
 
 func (r *resolver) stringKey(k key, file *string, def string) string {
-	if v, ok := r.env(k); ok {
-		return v
-	}
-	if file != nil {
-		return *file
-	}
-	return def
+	return keyValue(r, k, file, def, func(v string) (string, bool) { return v, true }, func(string) bool { return true })
 }
 
 // urlKey accepts an absolute http(s) base URL and drops trailing slashes, so that the proxy

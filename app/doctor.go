@@ -1,25 +1,17 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/pelletier/go-toml/v2"
-	"github.com/tailscale/hujson"
 
 	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/store"
@@ -65,14 +57,7 @@ func doctorCmd(ctx context.Context, args []string, sys system) error {
 	}
 	rep := doctor(ctx, sys, *configFlag)
 	if *asJSON {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-		if _, err := sys.stdout.Write(buf.Bytes()); err != nil {
+		if err := writeJSON(sys.stdout, rep); err != nil {
 			return err
 		}
 	} else {
@@ -151,48 +136,38 @@ func writeDoctor(w io.Writer, rep doctorReport) {
 	}
 }
 
-// agentURL is one base URL an agent's config holds, with where it is.
-type agentURL struct {
-	where string // "env.ANTHROPIC_BASE_URL", "model_providers.smarter-compact.base_url", …
-	url   string
-}
-
-// agentChecks reads each agent's config (the files the installer edits, read-only) and
-// judges every base URL that goes through smarter-compact: a loopback URL on our route, or
-// on our port.
+// agentChecks reads each agent's config (the files the installer edits, read-only:
+// installer.ReadWiring) and judges every base URL that goes through smarter-compact: a
+// loopback URL on our route, or on our port.
 func agentChecks(sys system, port int, answering bool) []doctorCheck {
 	var out []doctorCheck
-	for _, a := range []struct {
-		agent, file string
-		read        func(path string) ([]agentURL, []doctorCheck, error)
-	}{
-		{agentClaudeCode, filepath.Join(sys.home, ".claude", "settings.json"), readClaudeURLs},
-		{agentCodex, filepath.Join(codexDir(sys), "config.toml"), readCodexURLs},
-		{agentOpenCode, openCodeConfig(sys), readOpenCodeURLs},
-	} {
-		fix := fmt.Sprintf("'smarter-compact install --agents %s' routes it through smarter-compact", a.agent)
-		urls, extra, err := a.read(a.file)
+	for _, a := range installer.ReadWiring(installer.Env{Home: sys.home, Getenv: sys.getenv}) {
+		fix := fmt.Sprintf("'smarter-compact install --agents %s' routes it through smarter-compact", a.Agent)
 		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			out = append(out, doctorCheck{Name: a.agent, Status: checkInfo, Message: "not wired (no " + a.file + ")", Fix: fix})
+		case errors.Is(a.Err, fs.ErrNotExist):
+			out = append(out, doctorCheck{Name: a.Agent, Status: checkInfo, Message: "not wired (no " + a.File + ")", Fix: fix})
 			continue
-		case err != nil:
-			out = append(out, doctorCheck{Name: a.agent, Status: checkWarn, Message: fmt.Sprintf("cannot read %s: %v", a.file, err),
+		case a.Err != nil:
+			out = append(out, doctorCheck{Name: a.Agent, Status: checkWarn, Message: fmt.Sprintf("cannot read %s: %v", a.File, a.Err),
 				Fix: "fix the file's syntax; the agent cannot read it either"})
 			continue
 		}
 		ours := 0
-		for _, u := range urls {
-			c, isOurs := judgeAgentURL(a.agent, a.file, u, port, answering)
+		for _, u := range a.URLs {
+			c, isOurs := judgeAgentURL(a.Agent, a.File, u, port, answering)
 			if isOurs {
 				ours++
 				out = append(out, c)
 			}
 		}
 		if ours == 0 {
-			out = append(out, doctorCheck{Name: a.agent, Status: checkInfo, Message: "not wired (" + a.file + " sends nothing through smarter-compact)", Fix: fix})
+			out = append(out, doctorCheck{Name: a.Agent, Status: checkInfo, Message: "not wired (" + a.File + " sends nothing through smarter-compact)", Fix: fix})
 		}
-		out = append(out, extra...)
+		if a.Unselected {
+			out = append(out, doctorCheck{Name: agentCodex, Status: checkWarn,
+				Message: fmt.Sprintf("%s defines model_providers.%s, but model_provider is %q: Codex does not use it", a.File, serviceName, a.Selected),
+				Fix:     "'smarter-compact install --agents codex' selects it; 'smarter-compact uninstall --agents codex' removes it"})
+		}
 	}
 	return out
 }
@@ -200,30 +175,18 @@ func agentChecks(sys system, port int, answering bool) []doctorCheck {
 // routeOf is the route prefix of an agent (DESIGN.md §5).
 func routeOf(agent string) string { return "/" + agent }
 
-// judgeAgentURL checks one base URL: ours when it is loopback and on the agent's route or
-// our port; then it must use the configured port, and the service must answer there.
-func judgeAgentURL(agent, file string, u agentURL, port int, answering bool) (doctorCheck, bool) {
+// judgeAgentURL checks one base URL that is ours (installer.AgentURL.Ours): it must use the
+// configured port, and the service must answer there.
+func judgeAgentURL(agent, file string, u installer.AgentURL, port int, answering bool) (doctorCheck, bool) {
 	name := agent
 	if agent == agentOpenCode {
-		name = agent + " (" + u.where + ")"
+		name = agent + " (" + u.Where + ")"
 	}
-	parsed, err := url.Parse(strings.TrimSpace(u.url))
-	if err != nil || parsed.Host == "" || !isLoopback(parsed.Hostname()) {
+	p, ours := u.Ours(agent, port)
+	if !ours {
 		return doctorCheck{}, false
 	}
-	p := parsed.Port()
-	if p == "" {
-		p = map[string]string{"https": "443"}[parsed.Scheme]
-		if p == "" {
-			p = "80"
-		}
-	}
-	route := routeOf(agent)
-	onRoute := parsed.Path == route || strings.HasPrefix(parsed.Path, route+"/")
-	if !onRoute && p != strconv.Itoa(port) {
-		return doctorCheck{}, false
-	}
-	where := fmt.Sprintf("%s %s = %s", file, u.where, u.url)
+	where := fmt.Sprintf("%s %s = %s", file, u.Where, u.URL)
 	switch {
 	case p != strconv.Itoa(port):
 		return doctorCheck{Name: name, Status: checkFail,
@@ -237,129 +200,6 @@ func judgeAgentURL(agent, file string, u agentURL, port int, answering bool) (do
 		}, true
 	}
 	return doctorCheck{Name: name, Status: checkOK, Message: "wired to the live service: " + where}, true
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// readJSONC reads a JSON or JSONC file (comments, trailing commas) into v.
-func readJSONC(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	std, err := hujson.Standardize(b)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(std, v)
-}
-
-// readClaudeURLs reads env.ANTHROPIC_BASE_URL from Claude Code's settings.json.
-func readClaudeURLs(path string) ([]agentURL, []doctorCheck, error) {
-	var doc struct {
-		Env map[string]any `json:"env"`
-	}
-	if err := readJSONC(path, &doc); err != nil {
-		return nil, nil, err
-	}
-	if s, ok := doc.Env["ANTHROPIC_BASE_URL"].(string); ok {
-		return []agentURL{{"env.ANTHROPIC_BASE_URL", s}}, nil, nil
-	}
-	return nil, nil, nil
-}
-
-func codexDir(sys system) string {
-	if h := sys.getenv("CODEX_HOME"); h != "" {
-		return h
-	}
-	return filepath.Join(sys.home, ".codex")
-}
-
-// readCodexURLs reads every model provider's base_url from Codex's config.toml, and warns
-// when our provider is defined but not the one Codex uses.
-func readCodexURLs(path string) ([]agentURL, []doctorCheck, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	var doc map[string]any
-	if err := toml.Unmarshal(b, &doc); err != nil {
-		return nil, nil, err
-	}
-	var urls []agentURL
-	providers, _ := doc["model_providers"].(map[string]any)
-	ids := make([]string, 0, len(providers))
-	for id := range providers {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		if p, ok := providers[id].(map[string]any); ok {
-			if s, ok := p["base_url"].(string); ok {
-				urls = append(urls, agentURL{"model_providers." + id + ".base_url", s})
-			}
-		}
-	}
-	var extra []doctorCheck
-	if _, ok := providers[serviceName]; ok {
-		if mp, _ := doc["model_provider"].(string); mp != serviceName {
-			extra = append(extra, doctorCheck{Name: agentCodex, Status: checkWarn,
-				Message: fmt.Sprintf("%s defines model_providers.%s, but model_provider is %q: Codex does not use it", path, serviceName, mp),
-				Fix:     "'smarter-compact install --agents codex' selects it; 'smarter-compact uninstall --agents codex' removes it"})
-		}
-	}
-	return urls, extra, nil
-}
-
-// openCodeConfig is the config file OpenCode reads first in its config directory
-// ($XDG_CONFIG_HOME/opencode, else ~/.config/opencode), as the installer finds it;
-// opencode.json when none exists.
-func openCodeConfig(sys system) string {
-	dir := filepath.Join(sys.home, ".config", "opencode")
-	if x := sys.getenv("XDG_CONFIG_HOME"); x != "" {
-		dir = filepath.Join(x, "opencode")
-	}
-	for _, n := range []string{"opencode.jsonc", "opencode.json", "config.json"} {
-		if p := filepath.Join(dir, n); fileExists(p) {
-			return p
-		}
-	}
-	return filepath.Join(dir, "opencode.json")
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
-// readOpenCodeURLs reads every provider's options.baseURL from OpenCode's JSONC config.
-func readOpenCodeURLs(path string) ([]agentURL, []doctorCheck, error) {
-	var doc struct {
-		Provider map[string]struct {
-			Options map[string]any `json:"options"`
-		} `json:"provider"`
-	}
-	if err := readJSONC(path, &doc); err != nil {
-		return nil, nil, err
-	}
-	ids := make([]string, 0, len(doc.Provider))
-	for id := range doc.Provider {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	var urls []agentURL
-	for _, id := range ids {
-		if s, ok := doc.Provider[id].Options["baseURL"].(string); ok {
-			urls = append(urls, agentURL{"provider." + id + ".options.baseURL", s})
-		}
-	}
-	return urls, nil, nil
 }
 
 // storeCheck: the context store's folder exists or can be made, is writable, and nothing

@@ -1,21 +1,14 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"maps"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -32,15 +25,20 @@ type installFlags struct {
 	config  string
 }
 
-func parseInstallFlags(name string, args []string, sys system) (installFlags, error) {
+// parseInstallFlags parses install's or uninstall's flags and the agents of --agents; -h is
+// flag.ErrHelp (parseFlags).
+func parseInstallFlags(name string, args []string, sys system) (installFlags, []installer.Agent, error) {
 	var f installFlags
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.StringVar(&f.agents, "agents", "", "only these agents, comma-separated (default: every installed one)")
 	fs.BoolVar(&f.service, "service", false, "also "+name+" the login service")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "print the unified diff of every file it would touch, and write nothing")
 	fs.StringVar(&f.config, "config", "", "smarter-compact's config.toml at `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
-	err := parseFlags(fs, args, sys.stdout)
-	return f, err
+	if err := parseFlags(fs, args, sys.stdout); err != nil {
+		return f, nil, err
+	}
+	agents, err := selectAgents(name, f.agents)
+	return f, agents, err
 }
 
 // install is the `install` command (DESIGN.md §2, §8; issue 5): it wires every installed
@@ -50,15 +48,10 @@ func parseInstallFlags(name string, args []string, sys system) (installFlags, er
 // diffs and writes nothing. An agent that failed (a file that does not parse, a failed write)
 // makes the exit status 1; its files are untouched.
 func install(ctx context.Context, args []string, sys system) error {
-	f, err := parseInstallFlags("install", args, sys)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	agents, err := selectAgents("install", f.agents)
-	if err != nil {
+	f, agents, err := parseInstallFlags("install", args, sys)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	cfgPath, cfg, err := installConfig(f.config, sys)
@@ -79,7 +72,9 @@ func install(ctx context.Context, args []string, sys system) error {
 	}
 	rep := installer.Install(env, agents, f.dryRun)
 	failed := printReport(w, rep, "install", f.dryRun)
-	if err := chainUpstreams(w, rep, cfgPath, cfg.Port, f.dryRun, upstreamRecordPath(env.StateDir)); err != nil {
+	lines, err := installer.ChainUpstreams(upstreamConfig(cfgPath, cfg.Port), rep, f.dryRun, installer.UpstreamRecordPath(env))
+	printLines(w, lines)
+	if err != nil {
 		failed = append(failed, err)
 	}
 	if f.dryRun {
@@ -98,15 +93,10 @@ func install(ctx context.Context, args []string, sys system) error {
 // else the snapshots; issue 5, Deliver 6) and, with --service, removes the login service
 // afterwards. It works with the service down.
 func uninstall(ctx context.Context, args []string, sys system) error {
-	f, err := parseInstallFlags("uninstall", args, sys)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	agents, err := selectAgents("uninstall", f.agents)
-	if err != nil {
+	f, agents, err := parseInstallFlags("uninstall", args, sys)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	// The port only names the proxy in the agents' files; a broken config must not stop
@@ -129,7 +119,9 @@ func uninstall(ctx context.Context, args []string, sys system) error {
 				unwired = append(unwired, a.Agent)
 			}
 		}
-		if err := unchainUpstreams(w, unwired, cfgPath, upstreamRecordPath(env.StateDir), f.dryRun); err != nil {
+		lines, err := installer.UnchainUpstreams(upstreamConfig(cfgPath, port), unwired, installer.UpstreamRecordPath(env), f.dryRun)
+		printLines(w, lines)
+		if err != nil {
 			failed = append(failed, err)
 		}
 	}
@@ -306,304 +298,43 @@ func wired(rep installer.Report) bool {
 	return false
 }
 
-// chainUpstreams writes the base URLs the agents pointed at before install into config.toml's
-// per-agent tables [upstream.agents.<agent>] (DESIGN.md §5: we chain instead of replacing),
-// so that one agent's gateway never takes another agent's traffic of the same API family. A
-// key already set to another URL is kept and the conflict reported; a URL equal to the
-// family's upstream ([upstream] or the default) needs no key; a URL that points back at the
-// proxy itself is dropped (it would loop). What it wrote goes to the record at recordPath
-// ("" records nothing), for uninstall (unchainUpstreams).
-func chainUpstreams(w io.Writer, rep installer.Report, cfgPath string, port int, dryRun bool, recordPath string) error {
-	var f fileConfig
-	if b, err := readConfigText(cfgPath); err == nil && b != nil {
-		if decodeFile(cfgPath, b, &f) != nil {
-			f = fileConfig{}
-		}
-	}
-	family := proxy.DefaultSettings().Upstreams
-	for fam, p := range f.families() {
-		if p != nil {
-			family[fam] = strings.TrimRight(*p, "/")
-		}
-	}
-	keys := map[string][]configKey{}       // by agent
-	urls := map[string]map[string]string{} // by agent, family: what the keys hold
-	var lines []string
-	for _, a := range rep.Agents {
-		if a.Err != nil || a.Skipped != "" {
-			continue
-		}
-		current := f.agentUpstreams(a.Agent).byFamily()
-		for _, fam := range slices.Sorted(maps.Keys(a.Upstreams)) {
-			u := strings.TrimRight(a.Upstreams[fam], "/")
-			k := agentUpstreamKey(a.Agent, fam)
-			if why := notChained(a.Agent, fam, u, port); why != "" {
-				fmt.Fprintln(w, why)
-				continue
-			}
-			if p := current[fam]; p != nil {
-				if old := strings.TrimRight(*p, "/"); old != u {
-					fmt.Fprintf(w, "%s: pointed at %s before; %s keeps %q from %s (edit it there to chain to %s)\n", a.Agent, u, k, old, cfgPath, u)
+// upstreamConfig is config.toml at path as installer.ChainUpstreams and UnchainUpstreams
+// read it: the families' upstreams in effect and the [upstream.agents.<agent>] keys, parsed
+// by the rules of LoadConfig (decodeFile).
+func upstreamConfig(path string, port int) installer.UpstreamConfig {
+	return installer.UpstreamConfig{Path: path, Port: port, Families: upstreamFamilies, Agents: configuredAgents,
+		Parse: func(b []byte) (installer.Upstreams, error) {
+			var f fileConfig
+			if b != nil {
+				if err := decodeFile(path, b, &f); err != nil {
+					return installer.Upstreams{}, err
 				}
-				continue
 			}
-			if family[fam] == u {
-				continue // the family's upstream already
+			u := installer.Upstreams{Family: proxy.DefaultSettings().Upstreams, Agents: map[string]map[string]string{}}
+			for fam, p := range f.families() {
+				if p != nil {
+					u.Family[fam] = strings.TrimRight(*p, "/")
+				}
 			}
-			keys[a.Agent] = append(keys[a.Agent], configKey{fam, tomlString(u)})
-			if urls[a.Agent] == nil {
-				urls[a.Agent] = map[string]string{}
+			for _, agent := range configuredAgents {
+				for fam, p := range f.agentUpstreams(agent).byFamily() {
+					if p != nil {
+						if u.Agents[agent] == nil {
+							u.Agents[agent] = map[string]string{}
+						}
+						u.Agents[agent][fam] = *p
+					}
+				}
 			}
-			urls[a.Agent][fam] = u
-			lines = append(lines, fmt.Sprintf("%s: chained to its previous base URL: %s = %s", a.Agent, k, tomlString(u)))
-		}
-	}
-	if len(keys) == 0 {
-		return nil
-	}
+			return u, nil
+		}}
+}
+
+// printLines prints what installer.ChainUpstreams or UnchainUpstreams reports, one a line.
+func printLines(w io.Writer, lines []string) {
 	for _, l := range lines {
 		fmt.Fprintln(w, l)
 	}
-	if dryRun {
-		fmt.Fprintf(w, "would write those keys to %s\n", cfgPath)
-		return nil
-	}
-	old, err := readConfigText(cfgPath)
-	rec := upstreamRecord{CreatedFile: old == nil, Tables: map[string]*upstreamTable{}}
-	text := old
-	for _, agent := range slices.Sorted(maps.Keys(keys)) {
-		if err != nil {
-			break
-		}
-		section := "upstream.agents." + agent
-		created := !hasTable(text, section)
-		last := text[bytes.LastIndexByte(text[:max(len(text)-1, 0)], '\n')+1:] // the last line
-		rec.Tables[agent] = &upstreamTable{Keys: urls[agent], Created: created,
-			Blank: created && len(text) > 0 && len(bytes.TrimSpace(last)) > 0,
-			EOL:   created && len(text) > 0 && !bytes.HasSuffix(last, []byte("\n"))}
-		text, err = setConfigKeys(text, section, keys[agent])
-	}
-	if err == nil && !bytes.Equal(text, old) {
-		err = writeConfigFile(cfgPath, text)
-	}
-	if err != nil {
-		return fmt.Errorf("config %s: %v\nthe agents are wired, but requests go to the default upstreams until you add:%s", cfgPath, err, keysText(keys))
-	}
-	fmt.Fprintf(w, "wrote those keys to %s (restart the service to use them)\n", cfgPath)
-	if recordPath != "" {
-		if err := mergeUpstreamRecord(recordPath, cfgPath, rec); err != nil {
-			return fmt.Errorf("record %s: %v\nuninstall will not remove the keys written to %s; remove them by hand then", recordPath, err, cfgPath)
-		}
-	}
-	return nil
-}
-
-// notChained is why agent's previous base URL u for family fam is not chained, one line
-// for the report; "" when it may be.
-func notChained(agent, fam, u string, port int) string {
-	switch {
-	case !slices.Contains(upstreamFamilies, fam):
-		return fmt.Sprintf("%s: its previous %s base URL %s has no [upstream] key: requests go to the default", agent, fam, u)
-	case !upstreamURL(u):
-		return fmt.Sprintf("%s: its previous base URL %q is not an http(s) URL without query: not chained", agent, u)
-	case loopsBack(u, port):
-		return fmt.Sprintf("%s: its previous base URL %s is this proxy: not chained", agent, u)
-	case !slices.Contains(configuredAgents, agent):
-		return fmt.Sprintf("%s: has no [upstream.agents] table: its previous base URL %s is not chained", agent, u)
-	}
-	return ""
-}
-
-// keysText is keys as the tables to add by hand, each line indented: "\n  [upstream.agents.codex]\n  openai = …".
-func keysText(keys map[string][]configKey) string {
-	var add strings.Builder
-	for _, agent := range slices.Sorted(maps.Keys(keys)) {
-		fmt.Fprintf(&add, "\n  [upstream.agents.%s]", agent)
-		for _, k := range keys[agent] {
-			fmt.Fprintf(&add, "\n  %s = %s", k.name, k.value)
-		}
-	}
-	return add.String()
-}
-
-// upstreamRecord is what install wrote into one config.toml's [upstream.agents.<agent>]
-// tables. The records live in <configDir>/smarter-compact/install/upstreams.json (0600), an
-// object from config.toml path to upstreamRecord, so that uninstall removes exactly those
-// keys, and only while they still hold the URL install wrote.
-type upstreamRecord struct {
-	// CreatedFile: install created config.toml; uninstall removes it when it is left empty.
-	CreatedFile bool `json:"created_file,omitempty"`
-	// Tables are by agent.
-	Tables map[string]*upstreamTable `json:"tables"`
-}
-
-// upstreamTable is what install wrote into one [upstream.agents.<agent>] table.
-type upstreamTable struct {
-	// Keys are family to the URL written.
-	Keys map[string]string `json:"keys"`
-	// Created: install appended the table header; Blank: and a blank line before it; EOL:
-	// and a line end to the file's last line. All go again when uninstall leaves the table
-	// empty.
-	Created bool `json:"created,omitempty"`
-	Blank   bool `json:"blank,omitempty"`
-	EOL     bool `json:"eol,omitempty"`
-}
-
-func upstreamRecordPath(stateDir string) string { return filepath.Join(stateDir, "upstreams.json") }
-
-func readUpstreamRecords(path string) (map[string]*upstreamRecord, error) {
-	recs := map[string]*upstreamRecord{}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return recs, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(b, &recs); err != nil {
-		return nil, fmt.Errorf("not valid JSON: %w", err)
-	}
-	return recs, nil
-}
-
-func writeUpstreamRecords(path string, recs map[string]*upstreamRecord) error {
-	if len(recs) == 0 {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		return nil
-	}
-	b, err := json.MarshalIndent(recs, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeConfigFile(path, append(b, '\n'))
-}
-
-// mergeUpstreamRecord adds what one install wrote to the record; what an earlier install
-// recorded for the same table keeps its Created and Blank.
-func mergeUpstreamRecord(path, cfgPath string, add upstreamRecord) error {
-	recs, err := readUpstreamRecords(path)
-	if err != nil {
-		return err
-	}
-	rec := recs[cfgPath]
-	if rec == nil {
-		rec = &upstreamRecord{CreatedFile: add.CreatedFile, Tables: map[string]*upstreamTable{}}
-		recs[cfgPath] = rec
-	}
-	for agent, t := range add.Tables {
-		if old := rec.Tables[agent]; old != nil {
-			maps.Copy(old.Keys, t.Keys)
-			continue
-		}
-		rec.Tables[agent] = t
-	}
-	return writeUpstreamRecords(path, recs)
-}
-
-// unchainUpstreams is chainUpstreams' inverse for uninstall: for each agent it removes from
-// config.toml the [upstream.agents.<agent>] keys install recorded, each only while it still
-// holds the URL install wrote (a key changed since is kept, and reported), and the table
-// header (and file) install created once nothing else is left in it.
-func unchainUpstreams(w io.Writer, agents []string, cfgPath, recordPath string, dryRun bool) error {
-	recs, err := readUpstreamRecords(recordPath)
-	if err != nil {
-		return fmt.Errorf("record %s: %v\nthe [upstream.agents] keys install wrote to %s stay: remove them by hand", recordPath, err, cfgPath)
-	}
-	rec := recs[cfgPath]
-	if rec == nil {
-		return nil
-	}
-	old, err := readConfigText(cfgPath)
-	if err != nil {
-		return fmt.Errorf("config %s: %v", cfgPath, err)
-	}
-	var f fileConfig
-	if old != nil {
-		if err := decodeFile(cfgPath, old, &f); err != nil {
-			return fmt.Errorf("%w\nthe [upstream.agents] keys install wrote there stay: fix the file, then run uninstall again", err)
-		}
-	}
-	text := old
-	var done []string
-	for _, agent := range agents {
-		t := rec.Tables[agent]
-		if t == nil {
-			continue
-		}
-		section := "upstream.agents." + agent
-		current := f.agentUpstreams(agent).byFamily()
-		var names []string
-		for _, fam := range slices.Sorted(maps.Keys(t.Keys)) {
-			k := agentUpstreamKey(agent, fam)
-			switch p := current[fam]; {
-			case p == nil:
-			case strings.TrimRight(*p, "/") == t.Keys[fam]:
-				names = append(names, fam)
-				done = append(done, fmt.Sprintf("%s: %s the upstream install chained: %s = %s", agent, map[bool]string{true: "would remove", false: "removed"}[dryRun], k, tomlString(t.Keys[fam])))
-			default:
-				fmt.Fprintf(w, "%s: kept %s = %q in %s: changed since install wrote %q\n", agent, k, *p, cfgPath, t.Keys[fam])
-			}
-		}
-		if len(names) > 0 && text != nil {
-			next, err := removeConfigKeys(text, section, names, t.Created, t.Blank, t.EOL)
-			if err != nil {
-				return fmt.Errorf("config %s: %v", cfgPath, err)
-			}
-			text = next
-		}
-		delete(rec.Tables, agent)
-	}
-	for _, l := range done {
-		fmt.Fprintln(w, l)
-	}
-	if dryRun {
-		return nil
-	}
-	switch {
-	case old == nil || bytes.Equal(text, old):
-	case len(text) == 0 && rec.CreatedFile:
-		err = os.Remove(cfgPath)
-	default:
-		err = writeConfigFile(cfgPath, text)
-	}
-	if err != nil {
-		return fmt.Errorf("config %s: %v", cfgPath, err)
-	}
-	if len(rec.Tables) == 0 {
-		delete(recs, cfgPath)
-	}
-	if err := writeUpstreamRecords(recordPath, recs); err != nil {
-		return fmt.Errorf("record %s: %v", recordPath, err)
-	}
-	return nil
-}
-
-// upstreamURL accepts what config.toml's [upstream] keys accept (resolver.urlKey).
-func upstreamURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.RawQuery == "" && u.Fragment == ""
-}
-
-// loopsBack reports a URL on this machine's loopback at the proxy's port.
-func loopsBack(s string, port int) bool {
-	u, err := url.Parse(s)
-	if err != nil {
-		return false
-	}
-	p := u.Port()
-	if p == "" {
-		p = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	if p != strconv.Itoa(port) {
-		return false
-	}
-	host := u.Hostname()
-	if ip := net.ParseIP(host); ip != nil {
-		return ip.IsLoopback() || ip.IsUnspecified()
-	}
-	return strings.EqualFold(host, "localhost")
 }
 
 func exists(path string) bool {

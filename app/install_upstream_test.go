@@ -98,31 +98,3 @@ func TestUninstallKeepsChangedUpstream(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// TestRemoveConfigKeys: only the named keys' lines go, and the table install appended once
-// it is empty; a table with other content stays.
-func TestRemoveConfigKeys(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		name, in, want    string
-		table, blank, eol bool
-		names             []string
-	}{
-		{"appended table goes", "a = 1\n\n[upstream.agents.codex]\ncodex = \"https://x\"\n", "a = 1\n", true, true, false, []string{"codex"}},
-		{"user table after ours keeps its blank line", "a = 1\n\n[upstream.agents.codex]\ncodex = \"https://x\"\n\n[mine]\nb = 2\n", "a = 1\n\n[mine]\nb = 2\n", true, true, false, []string{"codex"}},
-		{"table with a comment stays", "[upstream.agents.codex]\n# mine\ncodex = \"https://x\"\n", "[upstream.agents.codex]\n# mine\n", true, false, false, []string{"codex"}},
-		{"user's table keeps its header", "[upstream.agents.codex]\ncodex = \"https://x\"\nopenai = \"https://y\"\n", "[upstream.agents.codex]\nopenai = \"https://y\"\n", false, false, false, []string{"codex"}},
-		{"CRLF and no final newline", "a = 1\r\n\r\n[upstream.agents.codex]\r\ncodex = \"https://x\"\r\n", "a = 1", true, true, true, []string{"codex"}},
-	} {
-		got, err := removeConfigKeys([]byte(c.in), "upstream.agents.codex", c.names, c.table, c.blank, c.eol)
-		if err != nil || string(got) != c.want {
-			t.Errorf("%s: got %q, %v; want %q", c.name, got, err, c.want)
-		}
-	}
-	if _, err := removeConfigKeys([]byte("[upstream.agents]\ncodex = { codex = \"https://x\" }\n"), "upstream.agents.codex", []string{"codex"}, true, false, false); err == nil {
-		t.Error("inline table: no error")
-	}
-	if got, err := removeConfigKeys([]byte("a = 1\n"), "upstream.agents.codex", []string{"codex"}, true, true, true); err != nil || string(got) != "a = 1\n" {
-		t.Errorf("no table: %q, %v", got, err)
-	}
-}

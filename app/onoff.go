@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -157,12 +158,12 @@ func saveOnOff(path string, cfgErr error, agents []string, on bool, sys system) 
 		if err := checkWritable(path); err != nil {
 			return err
 		}
-		if err := writeConfigFile(path, text); err != nil {
+		if err := installer.ReplaceFile(path, text); err != nil {
 			return fmt.Errorf("save config: %w", err)
 		}
 	}
 	fmt.Fprintf(sys.stdout, "trimming %s for %s: saved in %s\n", onOffWord(on), strings.Join(agents, ", "), path)
-	if v := strings.TrimSpace(sys.getenv(keyEnabled.env)); v != "" {
+	if v, ok := envOverride(keyEnabled, sys.getenv); ok {
 		fmt.Fprintf(sys.stdout, "note: %s=%s is set here; where it is set for the service, it overrides [context_proxy.agents]\n", keyEnabled.env, v)
 	}
 	return nil

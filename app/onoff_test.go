@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/storetest"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -36,11 +36,7 @@ func stateServer(t *testing.T, text string) (*state, string, system, *syncBuffer
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { root.Close() })
+	root := storetest.OpenRoot(t)
 	log := slog.New(slog.DiscardHandler)
 	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log})
 	ts.Config.Handler = routes(port, http.NotFoundHandler(), http.NotFoundHandler(), dash, log)
@@ -145,13 +141,7 @@ func TestOnOffServiceDown(t *testing.T) {
 	if string(got) != "[context_proxy.agents]\nopencode = false\n" {
 		t.Errorf("new config %q", got)
 	}
-	if runtime.GOOS != "windows" {
-		fi, _ := os.Stat(path)
-		di, _ := os.Stat(filepath.Dir(path))
-		if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {
-			t.Errorf("modes: file %o, dir %o; want 600 and 700", fi.Mode().Perm(), di.Mode().Perm())
-		}
-	}
+	wantPrivate(t, path)
 	if !strings.Contains(stdout.String(), "not running") || !strings.Contains(stdout.String(), "applies when it starts") {
 		t.Errorf("stdout %q: want it to say the service is down and the change is saved", stdout)
 	}
@@ -167,32 +157,31 @@ func TestOnOffErrors(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 	})
-	t.Run("invalid config untouched", func(t *testing.T) {
-		t.Parallel()
-		const text = "[context_proxy]\nport = 99999\n"
-		path := writeConfig(t, text)
-		sys, _, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path})
-		err := run(t.Context(), []string{"off"}, sys)
-		if ExitCode(err) != 1 || !strings.Contains(err.Error(), "nothing changed") {
-			t.Fatalf("err %v", err)
-		}
-		if got, _ := os.ReadFile(path); string(got) != text {
-			t.Errorf("config changed: %q", got)
-		}
-	})
-	t.Run("inline table", func(t *testing.T) {
-		t.Parallel()
-		const text = "[context_proxy]\nagents = { codex = true }\n"
-		path := writeConfig(t, text)
-		sys, _, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path, "CONTEXT_PROXY_PORT": "1"})
-		err := run(t.Context(), []string{"off", "codex"}, sys)
-		if ExitCode(err) != 1 || !strings.Contains(err.Error(), "codex = false") {
-			t.Fatalf("err %v: want the line to write by hand", err)
-		}
-		if got, _ := os.ReadFile(path); string(got) != text {
-			t.Errorf("config changed: %q", got)
-		}
-	})
+	for _, c := range []struct {
+		name, text, port string
+		args             []string
+		want             string // in the error
+	}{
+		{"invalid config untouched", "[context_proxy]\nport = 99999\n", "", []string{"off"}, "nothing changed"},
+		{"inline table", "[context_proxy]\nagents = { codex = true }\n", "1", []string{"off", "codex"}, "codex = false"}, // the line to write by hand
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeConfig(t, c.text)
+			e := env{"SMARTER_COMPACT_CONFIG": path}
+			if c.port != "" {
+				e["CONTEXT_PROXY_PORT"] = c.port
+			}
+			sys, _, _ := testSystem(t, e)
+			err := run(t.Context(), c.args, sys)
+			if ExitCode(err) != 1 || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want exit 1 and %q", err, c.want)
+			}
+			if got, _ := os.ReadFile(path); string(got) != c.text {
+				t.Errorf("config changed: %q", got)
+			}
+		})
+	}
 	t.Run("old service without the API", func(t *testing.T) {
 		t.Parallel()
 		ts := httptest.NewServer(http.NotFoundHandler())

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/storetest"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -36,11 +36,7 @@ func serveRoute(t *testing.T, port int, req *http.Request) *httptest.ResponseRec
 		_, _ = io.WriteString(w, "mcp "+r.Method)
 	})
 	st, _, _ := testState(t, "", env{})
-	root, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = root.Close() })
+	root := storetest.OpenRoot(t)
 	log := slog.New(slog.DiscardHandler)
 	dash := web.New(web.Options{Root: root, Control: st, APIToken: testAPIToken, Log: log})
 	h := routes(port, stubModels(t), recall, dash, log)

@@ -132,11 +132,7 @@ func TestServiceNotRunning(t *testing.T) {
 		t.Errorf("uninstall: %v", err)
 	}
 	out := stdout.String()
-	for _, want := range []string{"not running: nothing answers on", "login service was not installed"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	wantIn(t, "output", out, []string{"not running: nothing answers on", "login service was not installed"})
 }
 
 func TestServiceUsage(t *testing.T) {
@@ -212,27 +208,19 @@ exit 0
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
+	wantIn(t, "unit", string(unit), []string{
 		`ExecStart="/opt/my apps/smarter-compact" "serve" "--config" "` + configPath + `"`,
 		`Environment="SMARTER_COMPACT_STATE_DIR=` + state + `"`,
 		"WantedBy=default.target\n",
 		"Restart=on-failure\n",
-	} {
-		if !strings.Contains(string(unit), want) {
-			t.Errorf("unit lacks %q:\n%s", want, unit)
-		}
-	}
+	})
 	out := stdout.String()
-	for _, want := range []string{
+	wantIn(t, "install output", out, []string{
 		"login service installed: " + unitPath + " (systemd --user)",
 		"starts at login",
 		"not seen by the login service: CONTEXT_TRIM_AT_TOKENS",
 		"not started (--no-start)",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("install output lacks %q:\n%s", want, out)
-		}
-	}
+	})
 	if err := serviceCmd(ctx, []string{"install", "--no-start"}, sys); err != nil || !strings.Contains(stdout.String(), "login service already installed") {
 		t.Errorf("second install: %v\n%s", err, stdout)
 	}

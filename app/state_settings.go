@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -128,7 +129,8 @@ func (s *state) settings() []web.Setting {
 	return out
 }
 
-// envOverride returns the key's environment variable's value when it is set.
+// envOverride returns the key's environment variable's value when it is set; an empty
+// (or blank) variable counts as unset.
 func envOverride(k key, getenv func(string) string) (string, bool) {
 	if k.env == "" {
 		return "", false
@@ -161,7 +163,7 @@ func (d settingDef) tomlValue(raw string) (string, error) {
 		}
 		return "", fmt.Errorf("%s = %s: must be true or false", d.k, raw)
 	}
-	return tomlString(raw), nil
+	return installer.TOMLString(raw), nil
 }
 
 // SaveSettings validates, saves and applies settings (web.Control): values maps
@@ -219,7 +221,7 @@ func (s *state) SaveSettings(values map[string]string) error {
 		if text == nil {
 			break // no file: nothing to remove
 		}
-		if text, err = removeConfigKeys(text, section, dels[section], true, true, false); err != nil {
+		if text, err = installer.RemoveKeysIn(text, section, dels[section], true, true, false); err != nil {
 			return web.Refuse(fmt.Errorf("config %s: [%s]: %v: nothing saved", s.path, section, err))
 		}
 	}

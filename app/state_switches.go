@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -35,7 +36,7 @@ func (s *state) SetAgent(agent string, mode web.Mode) error {
 			if old == nil {
 				return nil, nil
 			}
-			return removeConfigKeys(old, "context_proxy.agents", []string{agent}, true, true, false)
+			return installer.RemoveKeysIn(old, "context_proxy.agents", []string{agent}, true, true, false)
 		}
 		return setConfigKeys(old, "context_proxy.agents", []configKey{{agent, tomlBool(mode == web.ModeOn)}})
 	}, "agent switched", "agent", agent, "mode", string(mode))
@@ -157,7 +158,7 @@ func (s *state) write(old, text []byte) error {
 	if err := checkWritable(s.path); err != nil {
 		return err
 	}
-	if err := writeConfigFile(s.path, text); err != nil {
+	if err := installer.ReplaceFile(s.path, text); err != nil {
 		err = fmt.Errorf("cannot save %s: %v: nothing changed (make the file and its folder writable, or edit it by hand)", s.path, err)
 		if errors.Is(err, fs.ErrPermission) || isReadOnlyFS(err) {
 			return web.Refuse(err)

@@ -17,11 +17,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
-	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/storetest"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -246,13 +247,7 @@ func TestStateCreatesConfig(t *testing.T) {
 	if got := readText(t, path); got != "[context_proxy]\npaused = true\n" {
 		t.Errorf("new config %q", got)
 	}
-	if runtime.GOOS != "windows" {
-		fi, _ := os.Stat(path)
-		di, _ := os.Stat(filepath.Dir(path))
-		if fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {
-			t.Errorf("modes: file %o, dir %o; want 600 and 700", fi.Mode().Perm(), di.Mode().Perm())
-		}
-	}
+	wantPrivate(t, path)
 	if st.State().ConfigPath != path {
 		t.Errorf("ConfigPath %q, want %q", st.State().ConfigPath, path)
 	}
@@ -454,8 +449,8 @@ func TestStateSaveSettings(t *testing.T) {
 	})
 }
 
-// waitFor polls cond every 20 ms for up to 5 s (a hand edit shows within about a second;
-// the margin is for a loaded machine).
+// waitFor polls cond every 20 ms for up to 5 s of the synctest bubble's clock it runs in (a
+// hand edit shows within configPoll plus configSettle).
 func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -469,8 +464,14 @@ func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
 	return 0
 }
 
+// In a synctest bubble: the watcher's ticker, its settle and waitFor's polls run on the
+// bubble's clock, so the test takes no real time for them.
 func TestStateWatchesHandEdits(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, testStateWatchesHandEdits)
+}
+
+func testStateWatchesHandEdits(t *testing.T) {
 	const text = "[context_proxy.agents]\ncodex = true\n"
 	st, path, logs := testState(t, text, nil)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -507,7 +508,7 @@ func TestStateWatchesHandEdits(t *testing.T) {
 	if st.Enabled(agentCodex) || !strings.Contains(s.ConfigError, "[context_proxy] port = 0: must be an integer from 1 to 65535") || s.Revision <= rev {
 		t.Errorf("after an invalid edit: codex %v (want the old off), ConfigError %q", st.Enabled(agentCodex), s.ConfigError)
 	}
-	time.Sleep(2500 * time.Millisecond) // two more polls: the same error is not logged again
+	time.Sleep(2500 * time.Millisecond) // two more polls (the bubble's clock): the same error is not logged again
 	if n := strings.Count(logs.String(), "does not load"); n != 1 {
 		t.Errorf("the invalid edit was logged %d times, want once:\n%s", n, logs)
 	}
@@ -759,11 +760,7 @@ func TestStateSettingsReachTheProxy(t *testing.T) {
 	fake := fakeupstream.Start(t, fakeupstream.Options{Reply: stateReply, APIKey: "dummy-key"})
 	text := fmt.Sprintf("[context_proxy]\ntrim_at_tokens = 10000000 # never\n\n[upstream]\nanthropic = %q\n", fake.URL)
 	st, _, logs := testState(t, text, nil)
-	root, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := storetest.OpenRoot(t)
 	px := proxy.New(st.config().Proxy, st, root, slog.New(slog.NewTextHandler(logs, nil)))
 	defer px.Close()
 	st.attach(px, nil)
@@ -905,8 +902,15 @@ func TestStatePauseWithBrokenConfig(t *testing.T) {
 // TestStateConfigRemovedOrHalfWritten: a config.toml that is removed keeps the running
 // settings (and says so) instead of applying the defaults; one caught half-written (written
 // in place) is applied only once it stays the same.
+//
+// In a synctest bubble: the poll's settle and the write "a moment later" are on the bubble's
+// clock, so the poll has read the empty file before the text is written, every run.
 func TestStateConfigRemovedOrHalfWritten(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, testStateConfigRemovedOrHalfWritten)
+}
+
+func testStateConfigRemovedOrHalfWritten(t *testing.T) {
 	const text = "[context_proxy]\ntrim_at_tokens = 7000\n[context_proxy.agents]\ncodex = false\n"
 	st, path, logs := testState(t, text, nil)
 	st.settle = 0

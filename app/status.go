@@ -1,13 +1,12 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -97,22 +96,15 @@ func status(ctx context.Context, args []string, sys system) error {
 		rep.Agents = []agentStatus{}
 	}
 	if *asJSON {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-		_, err := sys.stdout.Write(buf.Bytes())
-		return err
+		return writeJSON(sys.stdout, rep)
 	}
 	writeStatus(sys.stdout, &rep)
 	return nil
 }
 
-// agentStatuses lists the agents in display order with where their value comes from, read
-// again from the config file (LoadConfig keeps only the resolved value).
+// agentStatuses lists the agents in display order with where their value comes from
+// (switchState.rule), read again from the config file (LoadConfig keeps only the resolved
+// value).
 func agentStatuses(cfg Config, getenv func(string) string, port int) []agentStatus {
 	var f fileConfig
 	if cfg.Path != "" {
@@ -120,28 +112,11 @@ func agentStatuses(cfg Config, getenv func(string) string, port int) []agentStat
 			_ = decodeFile(cfg.Path, b, &f) // LoadConfig already decoded it without error
 		}
 	}
-	cp := &f.ContextProxy
-	saved := map[string]*bool{
-		agentClaudeCode: cp.Agents.ClaudeCode,
-		agentCodex:      cp.Agents.Codex,
-		agentOpenCode:   cp.Agents.OpenCode,
-	}
-	envSet := strings.TrimSpace(getenv(keyEnabled.env)) != ""
+	sw := switchesOf(&f.ContextProxy, getenv)
 	var out []agentStatus
 	for _, agent := range slices.Concat(configuredAgents, []string{agentUnknown}) {
 		a := agentStatus{Agent: agent, On: cfg.Agents[agent], Route: fmt.Sprintf("http://127.0.0.1:%d/%s", port, agent)}
-		switch {
-		case cp.Paused != nil && *cp.Paused:
-			a.Source = "paused"
-		case envSet:
-			a.Source = keyEnabled.env
-		case saved[agent] != nil:
-			a.Source = "saved"
-		case cp.Enabled != nil:
-			a.Source = "follows enabled"
-		default:
-			a.Source = "default"
-		}
+		_, a.Source = sw.rule(agent)
 		if agent == agentUnknown {
 			a.Route = fmt.Sprintf("http://127.0.0.1:%d (unprefixed routes)", port)
 		}
@@ -250,12 +225,7 @@ func writeStatus(w io.Writer, rep *statusReport) {
 		p("    %s  %s  %s  %s", e.At, e.Session, e.Location, e.Error)
 	}
 	if len(st.Latest) > 0 {
-		writers := make([]string, 0, len(st.Latest))
-		for _, v := range st.Latest {
-			writers = append(writers, v)
-		}
-		slices.Sort(writers)
-		p("  Latest writers: %s", strings.Join(writers, ", "))
+		p("  Latest writers: %s", strings.Join(slices.Sorted(maps.Values(st.Latest)), ", "))
 	}
 
 	u := &st.Usage
@@ -267,11 +237,7 @@ func writeStatus(w io.Writer, rep *statusReport) {
 			u.Other.CacheCreationTokens, u.Other.Requests, average(u.Other.Average))
 	}
 	if len(u.Breakpoints) > 0 {
-		counts := make([]string, 0, len(u.Breakpoints))
-		for k := range u.Breakpoints {
-			counts = append(counts, k)
-		}
-		slices.SortFunc(counts, func(a, b string) int {
+		counts := slices.SortedFunc(maps.Keys(u.Breakpoints), func(a, b string) int {
 			x, _ := strconv.Atoi(a)
 			y, _ := strconv.Atoi(b)
 			return x - y
@@ -283,11 +249,7 @@ func writeStatus(w io.Writer, rep *statusReport) {
 		p("    breakpoints (count → requests): %s", strings.Join(parts, ", "))
 	}
 	if len(u.BreakpointLayouts) > 0 {
-		layouts := make([]string, 0, len(u.BreakpointLayouts))
-		for k := range u.BreakpointLayouts {
-			layouts = append(layouts, k)
-		}
-		slices.SortFunc(layouts, func(a, b string) int {
+		layouts := slices.SortedFunc(maps.Keys(u.BreakpointLayouts), func(a, b string) int {
 			if d := u.BreakpointLayouts[b] - u.BreakpointLayouts[a]; d != 0 {
 				return d
 			}

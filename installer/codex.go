@@ -160,7 +160,7 @@ type codexProviderConf struct {
 func codexProviderTable(env Env) string {
 	return "[model_providers." + codexProvider + "]\n" +
 		"name = \"Smarter Compact\"\n" +
-		"base_url = " + tomlBasicString(proxyURL(env, "/codex")) + "\n" +
+		"base_url = " + TOMLString(proxyURL(env, "/codex")) + "\n" +
 		"wire_api = \"responses\"\n" +
 		"requires_openai_auth = true\n" +
 		"supports_websockets = false\n"
@@ -171,7 +171,7 @@ func codexProviderTable(env Env) string {
 // refuses every MCP call ("MCP tool call requires approval", research/clients.md run 11).
 func codexMCPTable(env Env) string {
 	return "[mcp_servers." + mcpServerName + "]\n" +
-		"command = " + tomlBasicString(env.Exe) + "\n" +
+		"command = " + TOMLString(env.Exe) + "\n" +
 		"args = [\"mcp\"]\n" +
 		"default_tools_approval_mode = \"approve\"\n"
 }

@@ -1,7 +1,10 @@
 // Package installer owns agent wiring and its exact removal (DESIGN.md §8): the
 // minimal, text-level edits to Claude Code, Codex and OpenCode config files, the install
 // diff and snapshot that let uninstall revert only what is still ours (seed 004,
-// InstallDiff), and the per-user login service registration.
+// InstallDiff), the base URLs the agents pointed at before, chained into smarter-compact's
+// config.toml and recorded so that uninstall removes exactly them (upstreams.go), a
+// read-only view of each agent's base URLs for doctor (wiring.go), and the per-user login
+// service registration.
 //
 // It imports nothing of ours and is imported only by app. It never parses and re-marshals
 // a user's file, and never writes after a parse error.

@@ -72,14 +72,7 @@ func (d *TOMLDoc) load(b []byte) error {
 		var last unstable.Range
 		switch n.Kind {
 		case unstable.Table, unstable.ArrayTable:
-			it := n.Key()
-			for it.Next() {
-				k := it.Node()
-				if e.key == nil {
-					e.line = lineStart(b, int(k.Raw.Offset))
-				}
-				e.key, last = append(e.key, string(k.Data)), k.Raw
-			}
+			e.key, e.line, last = readKey(b, n)
 			e.end = int(last.Offset + last.Length)
 			for brackets := 0; e.end < len(b) && brackets < 1+btoi(n.Kind == unstable.ArrayTable); e.end++ {
 				if b[e.end] == ']' {
@@ -88,14 +81,7 @@ func (d *TOMLDoc) load(b []byte) error {
 			}
 			table = e.key
 		case unstable.KeyValue:
-			it := n.Key()
-			for it.Next() {
-				k := it.Node()
-				if e.key == nil {
-					e.line = lineStart(b, int(k.Raw.Offset))
-				}
-				e.key, last = append(e.key, string(k.Data)), k.Raw
-			}
+			e.key, e.line, last = readKey(b, n)
 			e.table, e.end = table, int(n.Raw.Offset+n.Raw.Length)
 			e.value = int(last.Offset+last.Length) + bytes.IndexByte(b[last.Offset+last.Length:], '=') + 1
 			for e.value < e.end && (b[e.value] == ' ' || b[e.value] == '\t') {
@@ -111,6 +97,20 @@ func (d *TOMLDoc) load(b []byte) error {
 	}
 	d.b, d.nl, d.exprs, d.data = b, lineEnd(b), exprs, data
 	return nil
+}
+
+// readKey reads the key of the table header or key/value n in b: its parts, the start of
+// its line, and the range of its last part.
+func readKey(b []byte, n *unstable.Node) (key []string, line int, last unstable.Range) {
+	it := n.Key()
+	for it.Next() {
+		k := it.Node()
+		if key == nil {
+			line = lineStart(b, int(k.Raw.Offset))
+		}
+		key, last = append(key, string(k.Data)), k.Raw
+	}
+	return key, line, last
 }
 
 func btoi(v bool) int {
@@ -483,11 +483,13 @@ func tomlKey(k string) string {
 	if bareKey.MatchString(k) {
 		return k
 	}
-	return tomlBasicString(k)
+	return TOMLString(k)
 }
 
-// tomlBasicString writes s as a TOML basic string (TOML 1.0 §String).
-func tomlBasicString(s string) string {
+// TOMLString writes s as a TOML basic string (TOML 1.0 §String): `"` and `\` escaped,
+// \n, \r and \t as such, other control characters as \uXXXX. The result is also a valid
+// JSON string, so it may be given to SetKey and SetKeyIn as their value.
+func TOMLString(s string) string {
 	var sb strings.Builder
 	sb.WriteByte('"')
 	for _, r := range s {
@@ -524,7 +526,7 @@ func tomlLiteral(val []byte) (string, error) {
 		if err := json.Unmarshal(val, &s); err != nil {
 			return "", err
 		}
-		return tomlBasicString(s), nil
+		return TOMLString(s), nil
 	case 't', 'f':
 		return string(val), nil
 	case 'n':

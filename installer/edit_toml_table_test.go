@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The cases of app's TestSetConfigKeys (configedit_test.go), same inputs and bytes.
+// The cases of app's TestSetConfigKeys (configfile_test.go, folded here), same inputs and bytes.
 func TestSetKeyIn(t *testing.T) {
 	t.Parallel()
 	agents := [][2]string{{"codex", "false"}}
@@ -54,7 +54,8 @@ func TestSetKeyIn(t *testing.T) {
 	}
 }
 
-// The cases of app's TestSetConfigKeysRefuses.
+// The cases of app's TestSetConfigKeysRefuses (folded here): each input is refused, by the
+// parse or by SetKeyIn.
 func TestSetKeyInRefuses(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{
@@ -65,7 +66,7 @@ func TestSetKeyInRefuses(t *testing.T) {
 	} {
 		d, err := ParseTOMLDoc([]byte(in))
 		if err != nil {
-			continue
+			continue // refused: not TOML
 		}
 		if _, err := d.SetKeyIn("context_proxy.agents", "codex", json.RawMessage("false")); err == nil {
 			t.Errorf("%q: edited to %q, want an error", in, d.Bytes())
@@ -73,10 +74,11 @@ func TestSetKeyInRefuses(t *testing.T) {
 	}
 }
 
-// The cases of app's TestTOMLString: the basic string SetKeyIn writes.
+// The cases of app's TestTOMLString (configfile_test.go; app now uses TOMLString): the basic
+// string SetKeyIn writes, and its text given back as a value.
 func TestSetKeyInString(t *testing.T) {
 	t.Parallel()
-	got := tomlBasicString("a\"b\\c\x01\x7fé")
+	got := TOMLString("a\"b\\c\x01\x7fé")
 	if want := `"a\"b\\c\u0001\u007Fé"`; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
@@ -85,9 +87,13 @@ func TestSetKeyInString(t *testing.T) {
 	if _, err := d.SetKeyIn("upstream", "x", v); err != nil {
 		t.Errorf("a quoted string does not decode: %v", err)
 	}
+	if _, err := d.SetKeyIn("upstream", "y", json.RawMessage(TOMLString("\a\v"+strings.Repeat("é", 3)))); err != nil {
+		t.Errorf("TOMLString's text is not a value SetKeyIn takes: %v", err)
+	}
 }
 
-// The cases of app's TestRemoveConfigKeys (install_upstream_test.go), same inputs and bytes.
+// The cases of app's TestRemoveConfigKeys (install_upstream_test.go, folded here), same
+// inputs and bytes.
 func TestRemoveKeyIn(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -101,29 +107,15 @@ func TestRemoveKeyIn(t *testing.T) {
 		{"user's table keeps its header", "[upstream.agents.codex]\ncodex = \"https://x\"\nopenai = \"https://y\"\n", "[upstream.agents.codex]\nopenai = \"https://y\"\n", false, false, false, []string{"codex"}},
 		{"CRLF and no final newline", "a = 1\r\n\r\n[upstream.agents.codex]\r\ncodex = \"https://x\"\r\n", "a = 1", true, true, true, []string{"codex"}},
 	} {
-		got, err := removeKeysIn([]byte(c.in), "upstream.agents.codex", c.names, c.table, c.blank, c.eol)
+		got, err := RemoveKeysIn([]byte(c.in), "upstream.agents.codex", c.names, c.table, c.blank, c.eol)
 		if err != nil || string(got) != c.want {
 			t.Errorf("%s: got %q, %v; want %q", c.name, got, err, c.want)
 		}
 	}
-	if _, err := removeKeysIn([]byte("[upstream.agents]\ncodex = { codex = \"https://x\" }\n"), "upstream.agents.codex", []string{"codex"}, true, false, false); err == nil {
+	if _, err := RemoveKeysIn([]byte("[upstream.agents]\ncodex = { codex = \"https://x\" }\n"), "upstream.agents.codex", []string{"codex"}, true, false, false); err == nil {
 		t.Error("inline table: no error")
 	}
-	if got, err := removeKeysIn([]byte("a = 1\n"), "upstream.agents.codex", []string{"codex"}, true, true, true); err != nil || string(got) != "a = 1\n" {
+	if got, err := RemoveKeysIn([]byte("a = 1\n"), "upstream.agents.codex", []string{"codex"}, true, true, true); err != nil || string(got) != "a = 1\n" {
 		t.Errorf("no table: %q, %v", got, err)
 	}
-}
-
-// removeKeysIn removes names from [section] of b, dropping the table with the last one.
-func removeKeysIn(b []byte, section string, names []string, table, blank, eol bool) ([]byte, error) {
-	d, err := ParseTOMLDoc(b)
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range names {
-		if _, err := d.RemoveKeyIn(section, n, table, blank, eol); err != nil {
-			return nil, err
-		}
-	}
-	return d.Bytes(), nil
 }

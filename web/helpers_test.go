@@ -174,11 +174,7 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	root, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = root.Close() })
+	root := storetest.OpenRoot(t)
 	now := time.Now().UTC().Truncate(time.Second)
 	ctl := newFakeControl(now)
 	srv := New(Options{Root: root, Control: ctl, APIToken: testToken, Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})

@@ -14,6 +14,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/storetest"
 )
 
 // seedOverview writes two sessions with events in the last 24 hours and one older trim.
@@ -228,11 +229,7 @@ func TestLive(t *testing.T) {
 	}
 
 	// New data in the store: the fragment, with the new number.
-	d2, err := h.root.Session("ses-b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d2.AddEvent(store.Event{At: h.now.Add(-time.Minute), Kind: "fail_open", Location: "proxy/x.go:1", Error: "ValueError"}); err != nil {
+	if err := storetest.Session(t, h.root, "ses-b").AddEvent(store.Event{At: h.now.Add(-time.Minute), Kind: "fail_open", Location: "proxy/x.go:1", Error: "ValueError"}); err != nil {
 		t.Fatal(err)
 	}
 	w := h.htmx(poll)

@@ -23,7 +23,7 @@ import (
 	"html"
 	"io"
 	"net/http"
-	"path/filepath"
+	"path"
 	"regexp"
 	"runtime"
 	"slices"
@@ -207,7 +207,8 @@ func absFor(goos, p string) bool {
 }
 
 // ServiceFile returns what ServiceInstall registers for cfg.GOOS, without touching
-// anything: the systemd user unit (linux), the LaunchAgent plist (darwin) or the Run value
+// anything (the unit and plist paths are joined with '/' whatever the host, since they are
+// for a Linux or macOS target): the systemd user unit (linux), the LaunchAgent plist (darwin) or the Run value
 // (windows). Other systems return ErrServiceUnsupported.
 func ServiceFile(cfg ServiceConfig) (ServiceDef, error) {
 	c, err := cfg.normalize()
@@ -218,13 +219,13 @@ func ServiceFile(cfg ServiceConfig) (ServiceDef, error) {
 	case "linux":
 		return ServiceDef{
 			Manager: "systemd --user",
-			Path:    filepath.Join(c.Home, ".config", "systemd", "user", c.Name+".service"),
+			Path:    path.Join(c.Home, ".config", "systemd", "user", c.Name+".service"),
 			Content: systemdUnit(c),
 		}, nil
 	case "darwin":
 		return ServiceDef{
 			Manager: "launchd (LaunchAgent)",
-			Path:    filepath.Join(c.Home, "Library", "LaunchAgents", c.Name+".plist"),
+			Path:    path.Join(c.Home, "Library", "LaunchAgents", c.Name+".plist"),
 			Content: launchdPlist(c),
 		}, nil
 	case "windows":
@@ -319,8 +320,8 @@ func launchdPlist(c ServiceConfig) string {
 	<string>Interactive</string>
 `)
 	if c.LogDir != "" {
-		b.WriteString("\t<key>StandardOutPath</key>\n\t<string>" + x(filepath.Join(c.LogDir, c.Name+".out.log")) + "</string>\n")
-		b.WriteString("\t<key>StandardErrorPath</key>\n\t<string>" + x(filepath.Join(c.LogDir, c.Name+".err.log")) + "</string>\n")
+		b.WriteString("\t<key>StandardOutPath</key>\n\t<string>" + x(path.Join(c.LogDir, c.Name+".out.log")) + "</string>\n")
+		b.WriteString("\t<key>StandardErrorPath</key>\n\t<string>" + x(path.Join(c.LogDir, c.Name+".err.log")) + "</string>\n")
 	}
 	b.WriteString("</dict>\n</plist>\n")
 	return b.String()

@@ -148,7 +148,6 @@ func serviceConfig(sys system, configFlag string, strict bool) (installer.Servic
 	if len(unseen) > 0 {
 		notes = append(notes, fmt.Sprintf("set in this shell but not seen by the login service: %s; put those settings in config.toml", strings.Join(unseen, ", ")))
 	}
-	stateDir := filepath.Dir(store.Dir(sys.getenv, sys.home, sys.goos, sys.getenv("LOCALAPPDATA")))
 	return installer.ServiceConfig{
 		Name:         serviceName,
 		RunValue:     serviceRunValue,
@@ -159,10 +158,16 @@ func serviceConfig(sys system, configFlag string, strict bool) (installer.Servic
 		Env:          env,
 		Home:         sys.home,
 		Port:         port,
-		LogDir:       filepath.Join(stateDir, "logs"),
+		LogDir:       serviceLogDir(sys.getenv, sys.home, sys.goos),
 		GOOS:         sys.goos,
 		ForceSystemd: forceSystemd,
 	}, notes, nil
+}
+
+// serviceLogDir is <state dir>/logs, beside the store's context folder: the LaunchAgent's
+// output, and on Windows the log of a service start and of smarter-compact-gui.exe.
+func serviceLogDir(getenv func(string) string, home, goos string) string {
+	return filepath.Join(filepath.Dir(store.Dir(getenv, home, goos, getenv("LOCALAPPDATA"))), "logs")
 }
 
 // fallbackPort is [context_proxy] port's default, for commands that go on without a config.

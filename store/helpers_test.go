@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -112,6 +113,18 @@ func age(t testing.TB, path string, mtime time.Time) {
 	if err := os.Chtimes(path, mtime, mtime); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// wrongMode reports whether the mode got is not want. Windows keeps no POSIX permission bits
+// (os.Chmod sets only the read-only flag): there it logs that modes are not checked and
+// reports false.
+func wrongMode(t testing.TB, got, want os.FileMode) bool {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Logf("mode %v not checked against %v: Windows has no POSIX permission bits", got, want)
+		return false
+	}
+	return got != want
 }
 
 func perm(t testing.TB, path string) os.FileMode {

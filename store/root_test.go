@@ -23,7 +23,7 @@ func TestOpen(t *testing.T) {
 		if err != nil || !fi.IsDir() {
 			t.Fatalf("%s: %v", d, err)
 		}
-		if p := fi.Mode().Perm(); p != 0o700 {
+		if p := fi.Mode().Perm(); wrongMode(t, p, 0o700) {
 			t.Errorf("%s mode %o, want 700", d, p)
 		}
 	}
@@ -60,7 +60,7 @@ func TestSessionCache(t *testing.T) {
 			t.Errorf("Session(%q) accepted an unsanitized id", sid)
 		}
 	}
-	if fi, err := os.Stat(filepath.Join(r.Dir(), "sessions", "a.db")); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(filepath.Join(r.Dir(), "sessions", "a.db")); err != nil || wrongMode(t, fi.Mode().Perm(), 0o600) {
 		t.Errorf("a.db: %v %v", fi, err)
 	}
 }

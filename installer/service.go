@@ -470,6 +470,22 @@ func windowsProgram(cmd string) string {
 	return v
 }
 
+// launchctlListPID is the "PID" of `launchctl list <label>`'s output (a dict of
+// `"PID" = 123;` lines), 0 when there is none (loaded, not running).
+func launchctlListPID(out string) int {
+	for l := range strings.Lines(out) {
+		v, ok := strings.CutPrefix(strings.TrimSpace(l), `"PID" = `)
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), ";"))
+		if err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
+}
+
 // ServiceHealth asks GET http://127.0.0.1:<port>/healthz (no proxy, no redirects, a short
 // timeout) and returns nil when it answers smarter-compact's 200 "ok".
 func ServiceHealth(ctx context.Context, port int) error {

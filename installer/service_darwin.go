@@ -14,8 +14,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"github.com/kardianos/service"
 )
@@ -133,11 +136,15 @@ func platformStop(ctx context.Context, c ServiceConfig, def ServiceDef) (Service
 	wasRunning := ServiceHealth(ctx, c.Port) == nil
 	var unloadErr error
 	installed := false
+	pid := 0
 	if _, err := os.Stat(def.Path); err == nil {
 		if err := sameHome(c.Home); err != nil {
 			return ServiceResult{}, err
 		}
 		installed = true
+		// launchctl unload sends SIGTERM and returns at once: note the job's process first,
+		// to wait for it to exit below.
+		pid = launchdPID(ctx, c.Name)
 		svc, err := launchdService(c, def)
 		if err == nil {
 			err = svc.Stop() // launchctl unload: KeepAlive does not bring it back
@@ -148,7 +155,39 @@ func platformStop(ctx context.Context, c ServiceConfig, def ServiceDef) (Service
 	if err != nil && unloadErr != nil {
 		err = fmt.Errorf("%w (launchctl unload: %v)", err, unloadErr)
 	}
+	if err == nil && pid > 0 && !waitPIDExit(ctx, pid, c.Wait) {
+		err = fmt.Errorf("smarter-compact (process %d) has not exited %s after launchctl unload: `kill %d`, or try 'smarter-compact service stop' again", pid, c.Wait, pid)
+	}
 	return res, err
+}
+
+// launchdPID is the process id of the loaded job label (`launchctl list <label>`), 0 when
+// it is not loaded or not running.
+func launchdPID(ctx context.Context, label string) int {
+	out, err := exec.CommandContext(ctx, "launchctl", "list", label).Output()
+	if err != nil {
+		return 0
+	}
+	return launchctlListPID(string(out))
+}
+
+// waitPIDExit polls until process pid no longer exists (launchd reaps its jobs), for at most
+// d or until ctx ends.
+func waitPIDExit(ctx context.Context, pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func platformStatus(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceState, error) {

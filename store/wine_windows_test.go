@@ -23,6 +23,7 @@ var deleteatFallback bool
 func init() {
 	if v := wineVersion(); v != "" {
 		deleteatFallback = true
+		underWine = true
 		fmt.Fprintf(os.Stderr, "wine %s: os.RemoveAll uses Go's fallback delete (wine lacks FileDispositionInformationEx)\n", v)
 	}
 }

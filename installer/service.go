@@ -590,9 +590,14 @@ func ServiceStart(ctx context.Context, cfg ServiceConfig) (ServiceResult, error)
 	return platformStart(ctx, c, def)
 }
 
-// ServiceStop stops the service and waits until /healthz no longer answers. Linux and
-// macOS ask the manager (systemctl --user stop, launchctl unload); Windows signals the
-// running service's stop event (see StopRequests). Changed is false when nothing answered.
+// ServiceStop stops the service and returns once its process has exited, within c.Wait
+// (an error names the process otherwise), so that its executable can be replaced or removed
+// right after. Linux asks systemctl --user stop, which itself waits for the unit's
+// processes; macOS runs launchctl unload (which only sends SIGTERM) and waits for the job's
+// process; Windows signals the running service's stop event (see StopRequests) and waits on
+// the process it published. It also waits until /healthz no longer answers, which is all
+// it can wait for with a service too old to publish its process. Changed is false when
+// nothing answered.
 // ErrNotOurs (wrapped) when the port answers but no stop request could go out (nothing
 // registered, no manager to ask, no stop event), or it still answers afterwards: that
 // service was started another way and must be stopped there.

@@ -2,7 +2,9 @@
 // configuration (config.toml overlaid by the environment, DESIGN.md §7), and the wiring of
 // the serve command (store, proxy, MCP at /mcp, one loopback listener with its Host and
 // browser checks, the tray) and of the mcp command (the MCP tools over stdio), and the
-// login-service lifecycle commands.
+// login-service lifecycle commands. On Windows the same package is also linked as the
+// console-less smarter-compact-gui.exe (gui_windows.go: no arguments runs serve, output goes
+// to the log file in the state dir).
 //
 // app may import every package of this module; no package imports app (deps_test.go).
 // It is the only place that calls slog.SetDefault. It holds no business rules: trimming is

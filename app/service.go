@@ -123,6 +123,10 @@ func serviceConfig(sys system, configFlag string, strict bool) (installer.Servic
 	if err != nil {
 		return installer.ServiceConfig{}, nil, err
 	}
+	exe, note := serviceExe(sys.goos, exe)
+	if note != "" {
+		notes = append(notes, note)
+	}
 	args := []string{"serve"}
 	if explicit {
 		abs, err := filepath.Abs(path)
@@ -148,7 +152,6 @@ func serviceConfig(sys system, configFlag string, strict bool) (installer.Servic
 	if len(unseen) > 0 {
 		notes = append(notes, fmt.Sprintf("set in this shell but not seen by the login service: %s; put those settings in config.toml", strings.Join(unseen, ", ")))
 	}
-	stateDir := filepath.Dir(store.Dir(sys.getenv, sys.home, sys.goos, sys.getenv("LOCALAPPDATA")))
 	return installer.ServiceConfig{
 		Name:         serviceName,
 		RunValue:     serviceRunValue,
@@ -159,10 +162,40 @@ func serviceConfig(sys system, configFlag string, strict bool) (installer.Servic
 		Env:          env,
 		Home:         sys.home,
 		Port:         port,
-		LogDir:       filepath.Join(stateDir, "logs"),
+		LogDir:       serviceLogDir(sys.getenv, sys.home, sys.goos),
 		GOOS:         sys.goos,
 		ForceSystemd: forceSystemd,
 	}, notes, nil
+}
+
+// guiExeName is the windowless twin of smarter-compact.exe on Windows (gui_windows.go).
+const guiExeName = "smarter-compact-gui.exe"
+
+// serviceExe is the executable the login service runs, given the one running now (exe, an
+// absolute path for goos). On Windows it is smarter-compact-gui.exe in exe's folder when that
+// file exists (no console window at every logon), else exe itself, with a note that says so.
+// Elsewhere it is exe. A registration naming the GUI exe is then what install would write,
+// so status reads it as current.
+func serviceExe(goos, exe string) (string, string) {
+	if goos != "windows" {
+		return exe, ""
+	}
+	i := strings.LastIndexAny(exe, `\/`)
+	dir, base := exe[:i+1], exe[i+1:]
+	if strings.EqualFold(base, guiExeName) {
+		return exe, ""
+	}
+	gui := dir + guiExeName
+	if fi, err := os.Stat(gui); err == nil && fi.Mode().IsRegular() {
+		return gui, ""
+	}
+	return exe, fmt.Sprintf("no %s beside %s: the logon start runs this console executable, which opens a console window at every logon (install the release zip or MSI, which ship both)", guiExeName, exe)
+}
+
+// serviceLogDir is <state dir>/logs, beside the store's context folder: the LaunchAgent's
+// output, and on Windows the log of a service start and of smarter-compact-gui.exe.
+func serviceLogDir(getenv func(string) string, home, goos string) string {
+	return filepath.Join(filepath.Dir(store.Dir(getenv, home, goos, getenv("LOCALAPPDATA"))), "logs")
 }
 
 // fallbackPort is [context_proxy] port's default, for commands that go on without a config.

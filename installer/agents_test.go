@@ -185,11 +185,12 @@ func runGolden(t *testing.T, file string) {
 
 	plan, err := agent.Plan(env)
 	if g.wantErr != "" {
-		if err == nil || !strings.Contains(err.Error(), g.wantErr) {
+		// The golden files name paths with '/'; Windows reports them with '\\'.
+		if err == nil || !strings.Contains(filepath.ToSlash(err.Error()), g.wantErr) {
 			t.Fatalf("Plan: got error %v, want one containing %q", err, g.wantErr)
 		}
 		rep := Install(env, []Agent{agent}, false)
-		if len(rep.Agents) != 1 || rep.Agents[0].Err == nil || !strings.Contains(rep.Agents[0].Err.Error(), g.wantErr) {
+		if len(rep.Agents) != 1 || rep.Agents[0].Err == nil || !strings.Contains(filepath.ToSlash(rep.Agents[0].Err.Error()), g.wantErr) {
 			t.Fatalf("Install: got %+v, want an error containing %q", rep.Agents, g.wantErr)
 		}
 		compareTree(t, "after a failed install", readTree(t, home), beforeTree)

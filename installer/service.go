@@ -23,7 +23,7 @@ import (
 	"html"
 	"io"
 	"net/http"
-	"path/filepath"
+	"path"
 	"regexp"
 	"runtime"
 	"slices"
@@ -207,7 +207,8 @@ func absFor(goos, p string) bool {
 }
 
 // ServiceFile returns what ServiceInstall registers for cfg.GOOS, without touching
-// anything: the systemd user unit (linux), the LaunchAgent plist (darwin) or the Run value
+// anything (the unit and plist paths are joined with '/' whatever the host, since they are
+// for a Linux or macOS target): the systemd user unit (linux), the LaunchAgent plist (darwin) or the Run value
 // (windows). Other systems return ErrServiceUnsupported.
 func ServiceFile(cfg ServiceConfig) (ServiceDef, error) {
 	c, err := cfg.normalize()
@@ -218,13 +219,13 @@ func ServiceFile(cfg ServiceConfig) (ServiceDef, error) {
 	case "linux":
 		return ServiceDef{
 			Manager: "systemd --user",
-			Path:    filepath.Join(c.Home, ".config", "systemd", "user", c.Name+".service"),
+			Path:    path.Join(c.Home, ".config", "systemd", "user", c.Name+".service"),
 			Content: systemdUnit(c),
 		}, nil
 	case "darwin":
 		return ServiceDef{
 			Manager: "launchd (LaunchAgent)",
-			Path:    filepath.Join(c.Home, "Library", "LaunchAgents", c.Name+".plist"),
+			Path:    path.Join(c.Home, "Library", "LaunchAgents", c.Name+".plist"),
 			Content: launchdPlist(c),
 		}, nil
 	case "windows":
@@ -328,8 +329,8 @@ func launchdPlist(c ServiceConfig) string {
 		b.WriteString("\t<key>AssociatedBundleIdentifiers</key>\n\t<array>\n\t\t<string>" + macBundleID + "</string>\n\t</array>\n")
 	}
 	if c.LogDir != "" {
-		b.WriteString("\t<key>StandardOutPath</key>\n\t<string>" + x(filepath.Join(c.LogDir, c.Name+".out.log")) + "</string>\n")
-		b.WriteString("\t<key>StandardErrorPath</key>\n\t<string>" + x(filepath.Join(c.LogDir, c.Name+".err.log")) + "</string>\n")
+		b.WriteString("\t<key>StandardOutPath</key>\n\t<string>" + x(path.Join(c.LogDir, c.Name+".out.log")) + "</string>\n")
+		b.WriteString("\t<key>StandardErrorPath</key>\n\t<string>" + x(path.Join(c.LogDir, c.Name+".err.log")) + "</string>\n")
 	}
 	b.WriteString("</dict>\n</plist>\n")
 	return b.String()
@@ -478,6 +479,22 @@ func windowsProgram(cmd string) string {
 	return v
 }
 
+// launchctlListPID is the "PID" of `launchctl list <label>`'s output (a dict of
+// `"PID" = 123;` lines), 0 when there is none (loaded, not running).
+func launchctlListPID(out string) int {
+	for l := range strings.Lines(out) {
+		v, ok := strings.CutPrefix(strings.TrimSpace(l), `"PID" = `)
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), ";"))
+		if err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
+}
+
 // ServiceHealth asks GET http://127.0.0.1:<port>/healthz (no proxy, no redirects, a short
 // timeout) and returns nil when it answers smarter-compact's 200 "ok".
 func ServiceHealth(ctx context.Context, port int) error {
@@ -582,9 +599,14 @@ func ServiceStart(ctx context.Context, cfg ServiceConfig) (ServiceResult, error)
 	return platformStart(ctx, c, def)
 }
 
-// ServiceStop stops the service and waits until /healthz no longer answers. Linux and
-// macOS ask the manager (systemctl --user stop, launchctl unload); Windows signals the
-// running service's stop event (see StopRequests). Changed is false when nothing answered.
+// ServiceStop stops the service and returns once its process has exited, within c.Wait
+// (an error names the process otherwise), so that its executable can be replaced or removed
+// right after. Linux asks systemctl --user stop, which itself waits for the unit's
+// processes; macOS runs launchctl unload (which only sends SIGTERM) and waits for the job's
+// process; Windows signals the running service's stop event (see StopRequests) and waits on
+// the process it published. It also waits until /healthz no longer answers, which is all
+// it can wait for with a service too old to publish its process. Changed is false when
+// nothing answered.
 // ErrNotOurs (wrapped) when the port answers but no stop request could go out (nothing
 // registered, no manager to ask, no stop event), or it still answers afterwards: that
 // service was started another way and must be stopped there.

@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -200,18 +201,54 @@ func platformStop(ctx context.Context, c ServiceConfig, def ServiceDef) (Service
 	wasRunning := ServiceHealth(ctx, c.Port) == nil
 	var bootoutErr error
 	installed := false
+	pid := 0
 	if _, err := os.Stat(def.Path); err == nil {
 		if err := sameHome(c.Home); err != nil {
 			return ServiceResult{}, err
 		}
 		installed = true
+		// Note the job's process before bootout, to wait below for it to exit: files of a
+		// running process must not be replaced or removed under it.
+		pid = launchdPID(ctx, c.Name)
 		bootoutErr = bootout(ctx, c.Name)
 	}
 	res, err := stopWait(ctx, c, def, wasRunning, installed, ServiceResult{})
 	if err != nil && bootoutErr != nil {
 		err = fmt.Errorf("%w (%v)", err, bootoutErr)
 	}
+	if err == nil && pid > 0 && !waitPIDExit(ctx, pid, c.Wait) {
+		err = fmt.Errorf("smarter-compact (process %d) has not exited %s after launchctl bootout: `kill %d`, or try 'smarter-compact service stop' again", pid, c.Wait, pid)
+	}
 	return res, err
+}
+
+// launchdPID is the process id of the loaded job label (`launchctl list <label>`), 0 when
+// it is not loaded or not running.
+func launchdPID(ctx context.Context, label string) int {
+	out, err := exec.CommandContext(ctx, "launchctl", "list", label).Output()
+	if err != nil {
+		return 0
+	}
+	return launchctlListPID(string(out))
+}
+
+// waitPIDExit polls until process pid no longer exists (launchd reaps its jobs), for at most
+// d or until ctx ends.
+func waitPIDExit(ctx context.Context, pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func platformStatus(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceState, error) {

@@ -582,3 +582,15 @@ func TestServiceSystemdXDGHint(t *testing.T) {
 	}
 	t.Logf("install: %v", err)
 }
+
+// TestLaunchctlListPID reads the process of `launchctl list <label>` (macOS's output shape).
+func TestLaunchctlListPID(t *testing.T) {
+	running := "{\n\t\"LimitLoadToSessionType\" = \"Aqua\";\n\t\"Label\" = \"smarter-compact\";\n\t\"OnDemand\" = false;\n\t\"LastExitStatus\" = 0;\n\t\"PID\" = 4242;\n\t\"Program\" = \"/Applications/Smarter Compact.app/Contents/MacOS/smarter-compact\";\n};\n"
+	stopped := "{\n\t\"Label\" = \"smarter-compact\";\n\t\"LastExitStatus\" = 256;\n};\n"
+	if got := launchctlListPID(running); got != 4242 {
+		t.Errorf("running: %d, want 4242", got)
+	}
+	if got := launchctlListPID(stopped); got != 0 {
+		t.Errorf("loaded, not running: %d, want 0", got)
+	}
+}

@@ -12,10 +12,12 @@ package installer
 // the running service to quit through a named event that serve waits on (StopRequests):
 // Local\<Name>-stop-<port>. The Local namespace is per logon session, so only the user's
 // own processes can signal it; no pid file, no port-owner lookup, no network endpoint that
-// a web page could reach.
+// a web page could reach. Beside the event, the running service publishes its process id
+// in a small named section, Local\<Name>-pid-<port>, so that stop can hold a handle to the
+// process and return only once it has exited (its exe is then free to be replaced or
+// removed, which an MSI uninstall needs), not when /healthz goes quiet.
 //
-// Compiled by the cross-build in .ci/run; not run here (no Windows, and wine cannot run the
-// Go 1.26 runtime: research/go-spikes.md §1).
+// Compiled by the cross-build in .ci/run; run under wine by .ci/test-windows.
 
 import (
 	"context"
@@ -28,6 +30,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/windows"
 	"golang.org/x/sys/windows/registry"
@@ -39,6 +42,68 @@ const windowsStartupApprovedKey = `Software\Microsoft\Windows\CurrentVersion\Exp
 
 func stopEventName(name string, port int) string {
 	return `Local\` + name + "-stop-" + strconv.Itoa(port)
+}
+
+func pidSectionName(name string, port int) string {
+	return `Local\` + name + "-pid-" + strconv.Itoa(port)
+}
+
+var procOpenFileMapping = windows.NewLazySystemDLL("kernel32.dll").NewProc("OpenFileMappingW")
+
+// publishPID creates the section Local\<name>-pid-<port> holding this process's id (4
+// bytes, little endian). The caller closes the handle when the service exits.
+func publishPID(name string, port int) (windows.Handle, error) {
+	n, err := windows.UTF16PtrFromString(pidSectionName(name, port))
+	if err != nil {
+		return 0, err
+	}
+	h, err := windows.CreateFileMapping(windows.InvalidHandle, nil, windows.PAGE_READWRITE, 0, 4, n)
+	if err != nil {
+		return 0, fmt.Errorf("pid section %s: %w", pidSectionName(name, port), err)
+	}
+	addr, err := windows.MapViewOfFile(h, windows.FILE_MAP_WRITE, 0, 0, 4)
+	if err != nil {
+		windows.CloseHandle(h)
+		return 0, fmt.Errorf("pid section %s: %w", pidSectionName(name, port), err)
+	}
+	*(*uint32)(*(*unsafe.Pointer)(unsafe.Pointer(&addr))) = uint32(os.Getpid())
+	_ = windows.UnmapViewOfFile(addr)
+	return h, nil
+}
+
+// servicePID reads the process id a running service published, 0 when none did (an older
+// version, nothing running).
+func servicePID(name string, port int) uint32 {
+	n, err := windows.UTF16PtrFromString(pidSectionName(name, port))
+	if err != nil {
+		return 0
+	}
+	r, _, _ := procOpenFileMapping.Call(uintptr(windows.FILE_MAP_READ), 0, uintptr(unsafe.Pointer(n)))
+	if r == 0 {
+		return 0
+	}
+	h := windows.Handle(r)
+	defer windows.CloseHandle(h)
+	addr, err := windows.MapViewOfFile(h, windows.FILE_MAP_READ, 0, 0, 4)
+	if err != nil {
+		return 0
+	}
+	defer windows.UnmapViewOfFile(addr)
+	return *(*uint32)(*(*unsafe.Pointer)(unsafe.Pointer(&addr)))
+}
+
+// waitExit waits until the process behind h has exited, for at most d or until ctx ends.
+func waitExit(ctx context.Context, h windows.Handle, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		ev, err := windows.WaitForSingleObject(h, 200)
+		if err == nil && ev == windows.WAIT_OBJECT_0 {
+			return true
+		}
+		if err != nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return false
+		}
+	}
 }
 
 // readRunValue returns the Run value, found false when it does not exist.
@@ -182,8 +247,25 @@ func platformStop(ctx context.Context, c ServiceConfig, def ServiceDef) (Service
 		return ServiceResult{State: st}, fmt.Errorf("%w: the program on port %d takes no stop request (%v): quit it from its tray icon or in Task Manager", ErrNotOurs, c.Port, err)
 	}
 	defer windows.CloseHandle(h)
+	// The process handle is taken before the stop request, so it is the service's even if
+	// its id is reused after it exits. Our own id: serve runs in this process (tests).
+	var proc windows.Handle
+	pid := servicePID(c.Name, c.Port)
+	if pid != 0 && pid != uint32(os.Getpid()) {
+		proc, _ = windows.OpenProcess(windows.SYNCHRONIZE|windows.PROCESS_QUERY_LIMITED_INFORMATION, false, pid)
+	}
+	if proc != 0 {
+		defer windows.CloseHandle(proc)
+	}
 	if err := windows.SetEvent(h); err != nil {
 		return ServiceResult{}, fmt.Errorf("signal %s: %w", stopEventName(c.Name, c.Port), err)
+	}
+	if proc != 0 && !waitExit(ctx, proc, c.Wait) {
+		st, _ := platformStatus(ctx, c, def)
+		if ctx.Err() != nil {
+			return ServiceResult{Changed: true, State: st}, ctx.Err()
+		}
+		return ServiceResult{Changed: true, State: st}, fmt.Errorf("smarter-compact (process %d) has not exited %s after the stop request: end it in Task Manager, or try 'smarter-compact service stop' again", pid, c.Wait)
 	}
 	return stopWait(ctx, c, def, wasRunning, true, ServiceResult{})
 }
@@ -222,6 +304,8 @@ func StopRequests(name string, port int) (<-chan struct{}, func(), error) {
 		windows.CloseHandle(ev)
 		return nil, func() {}, fmt.Errorf("stop event: %w", err)
 	}
+	// Without the pid, stop still works; it then waits for /healthz to go quiet only.
+	pidSection, _ := publishPID(name, port)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -236,6 +320,9 @@ func StopRequests(name string, port int) (<-chan struct{}, func(), error) {
 		<-done
 		windows.CloseHandle(ev)
 		windows.CloseHandle(quit)
+		if pidSection != 0 {
+			windows.CloseHandle(pidSection)
+		}
 	})
 	return stop, release, nil
 }

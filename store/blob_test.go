@@ -30,7 +30,7 @@ func TestBlobs(t *testing.T) {
 	if err != nil || string(raw) != text {
 		t.Fatalf("blob file: %v", err)
 	}
-	if p := perm(t, path); p != 0o600 {
+	if p := perm(t, path); wrongMode(t, p, 0o600) {
 		t.Errorf("mode %o, want 600", p)
 	}
 	first, _ := os.Stat(path)

@@ -229,7 +229,7 @@ func (d *DB) closeStale() error {
 			continue
 		}
 		if fi, serr := os.Stat(f.path); serr == nil && os.SameFile(fi, f.fi) {
-			if rerr := os.Remove(f.path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			if rerr := removeFile(f.path); rerr != nil {
 				err = errors.Join(err, rerr)
 			}
 		}

@@ -62,6 +62,9 @@ func TestDir(t *testing.T) {
 				}
 			}
 			want := c.want
+			if c.goos != "windows" {
+				want = filepath.FromSlash(want) // a Linux or macOS case run on a Windows host joins with '\'
+			}
 			if want == "" {
 				want = filepath.Join(home, c.wantRel)
 			}

@@ -94,7 +94,7 @@ func (r *Root) ClearForce(sid string) error {
 	if err := checkSID(sid); err != nil {
 		return err
 	}
-	if err := os.Remove(r.sessionFile(sid, ".force")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := removeFile(r.sessionFile(sid, ".force")); err != nil {
 		return fmt.Errorf("clear force flag: %w", err)
 	}
 	return nil
@@ -142,7 +142,7 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	tmp := f.Name()
 	defer func() {
 		if err != nil {
-			_ = os.Remove(tmp)
+			_ = removeFile(tmp)
 		}
 	}()
 	if _, err = f.Write(data); err != nil {
@@ -155,5 +155,5 @@ func writeFileAtomic(path string, data []byte) (err error) {
 	if err = os.Chmod(tmp, fileMode); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	return renameFile(tmp, path) // retried while a reader holds the old file (Windows)
 }

@@ -33,7 +33,7 @@ func TestRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(r.Dir(), "sessions", "s1.json")
-	if p := perm(t, path); p != 0o600 {
+	if p := perm(t, path); wrongMode(t, p, 0o600) {
 		t.Errorf("mode %o, want 600", p)
 	}
 	raw, err := os.ReadFile(path)
@@ -98,7 +98,7 @@ func TestForceFlag(t *testing.T) {
 	}
 	path := filepath.Join(r.Dir(), "sessions", "s.force")
 	fi, err := os.Stat(path)
-	if err != nil || fi.Size() != 0 || fi.Mode().Perm() != 0o600 {
+	if err != nil || fi.Size() != 0 || wrongMode(t, fi.Mode().Perm(), 0o600) {
 		t.Fatalf("flag file: %v %v", fi, err)
 	}
 	if !r.Force("s") || r.Force("other") {
@@ -142,7 +142,7 @@ func TestTrimState(t *testing.T) {
 			t.Errorf("LoadTrimState = %q, %v", b, err)
 		}
 	}
-	if p := perm(t, filepath.Join(r.Dir(), "sessions", "s.trim.json")); p != 0o600 {
+	if p := perm(t, filepath.Join(r.Dir(), "sessions", "s.trim.json")); wrongMode(t, p, 0o600) {
 		t.Errorf("mode %o", p)
 	}
 	if got := sessionNames(t, r); !equalStrings(got, []string{"s.trim.json"}) {

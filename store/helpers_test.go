@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -112,6 +113,32 @@ func age(t testing.TB, path string, mtime time.Time) {
 	if err := os.Chtimes(path, mtime, mtime); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// underWine is set by wine_windows_test.go when the tests run under wine (.ci/test-windows).
+var underWine bool
+
+// UnderWine is underWine for the tests of package store_test.
+func UnderWine() bool { return underWine }
+
+// skipOnWindows skips a test of POSIX file semantics on Windows (and wine), saying why.
+func skipOnWindows(t testing.TB, why string) {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("cannot run on Windows: " + why)
+	}
+}
+
+// wrongMode reports whether the mode got is not want. Windows keeps no POSIX permission bits
+// (os.Chmod sets only the read-only flag): there it logs that modes are not checked and
+// reports false.
+func wrongMode(t testing.TB, got, want os.FileMode) bool {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Logf("mode %v not checked against %v: Windows has no POSIX permission bits", got, want)
+		return false
+	}
+	return got != want
 }
 
 func perm(t testing.TB, path string) os.FileMode {

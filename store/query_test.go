@@ -184,7 +184,11 @@ func TestQuerySafety(t *testing.T) {
 			t.Errorf("%q ran: %+v", q, res)
 		}
 		t.Logf("%-60.60q %6.0fms %v", q, took.Seconds()*1000, err)
-		if took > timeout+time.Second {
+		switch {
+		case took > timeout+time.Second && underWine:
+			// the statement was stopped (err above); wine only frees its gigabyte slowly
+			t.Logf("%q took %v (timeout %v): not checked under wine, whose allocator is slow", q, took, timeout)
+		case took > timeout+time.Second:
 			t.Errorf("%q took %v (timeout %v)", q, took, timeout)
 		}
 	}

@@ -301,6 +301,7 @@ func TestReaderKeepsRetentionAge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = r2.Close() }) // before the temp dir goes: Windows deletes no open file
 		before := sessionTimes(t, r2)
 		readEverything(t, r2, "c")
 		newest := func(m map[string]time.Time) time.Time {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -25,12 +26,15 @@ const sweepInterval = 24 * time.Hour
 
 // SweepReport says what one Sweep did. Ran is false when ttlDays was 0 or the last sweep was
 // less than 24 h ago. BlobPassSkipped is true when a remaining session database could not be
-// read, so no blob was deleted.
+// read, so no blob was deleted. Deferred lists the files (absolute paths) another handle
+// still held after the retries (Windows: a reader in another process); their session is not
+// in SessionsDeleted, and the next Sweep is due at once and tries them again.
 type SweepReport struct {
 	Ran             bool
 	SessionsDeleted []string
 	BlobsDeleted    int
 	BlobPassSkipped bool
+	Deferred        []string
 }
 
 // sessionSuffix splits a sessions/ file name into sid and suffix; ok is false for dot files
@@ -53,7 +57,9 @@ func sessionSuffix(name string) (sid, suffix string, ok bool) {
 // writer first, and then deletes blobs/<id>.txt files that no remaining session's
 // messages.blob_id references and that are older than one hour. When a remaining session
 // database cannot be read (or has a newer schema) the blob pass is skipped. Files that could
-// not be deleted are reported in the joined error; the pass goes on past them.
+// not be deleted are reported in the joined error; the pass goes on past them. A file another
+// handle holds (Windows) is retried briefly, then left for the next pass: it is listed in
+// Deferred, not an error, and .ttl-stamp is set back so that the next Sweep runs.
 func (r *Root) Sweep(ttlDays int, now time.Time) (SweepReport, error) {
 	var rep SweepReport
 	if ttlDays <= 0 {
@@ -80,12 +86,23 @@ func (r *Root) Sweep(ttlDays int, now time.Time) (SweepReport, error) {
 			}
 			continue
 		}
-		if err := r.deleteSession(sid, g.files); err != nil {
+		deferred, err := r.deleteSession(sid, g.files)
+		if err != nil {
 			errs = append(errs, err)
+		}
+		if len(deferred) > 0 {
+			rep.Deferred = append(rep.Deferred, deferred...)
+			continue
 		}
 		rep.SessionsDeleted = append(rep.SessionsDeleted, sid)
 	}
 	errs = append(errs, r.sweepBlobs(remaining, now, &rep)...)
+	if len(rep.Deferred) > 0 {
+		// due again at the next call (serve sweeps hourly and at start)
+		if err := touch(filepath.Join(r.dir, ".ttl-stamp"), now.Add(-sweepInterval)); err != nil {
+			errs = append(errs, fmt.Errorf("retention sweep: %w", err))
+		}
+	}
 	return rep, errors.Join(errs...)
 }
 
@@ -188,7 +205,13 @@ func (r *Root) sweepBlobs(remaining []string, now time.Time, rep *SweepReport) [
 		if err != nil || now.Sub(info.ModTime()) < blobGrace {
 			continue
 		}
-		if err := os.Remove(filepath.Join(blobsDir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		path := filepath.Join(blobsDir, e.Name())
+		held, err := removeHeld(path)
+		if held {
+			rep.Deferred = append(rep.Deferred, path) // the next pass decides again
+			continue
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("retention sweep: %w", err))
 			continue
 		}
@@ -203,8 +226,10 @@ func (r *Root) sessionFileRaw(sid, suffix string) string {
 }
 
 // deleteSession closes the pooled reader and the cached writer of sid, if any, and removes
-// its files (Windows refuses to delete an open file).
-func (r *Root) deleteSession(sid string, files []string) error {
+// its files (Windows refuses to delete an open file), the database first: when another
+// handle still holds it, the session's other files stay too, so that the next pass finds
+// the session whole. deferred lists the files left because they were held.
+func (r *Root) deleteSession(sid string, files []string) (deferred []string, err error) {
 	defer r.readers.evict(sid)()
 	r.mu.Lock()
 	e := r.sessions[sid]
@@ -217,13 +242,33 @@ func (r *Root) deleteSession(sid string, files []string) error {
 			e.db = nil
 		}
 	}
+	files = slices.Clone(files)
+	// the database, then its -wal and -shm, then the rest, in a stable order
+	rank := func(f string) int {
+		switch {
+		case strings.HasSuffix(f, ".db"):
+			return 0
+		case strings.HasSuffix(f, ".db-wal"), strings.HasSuffix(f, ".db-shm"):
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(files, func(a, b string) int { return rank(a) - rank(b) })
 	var errs []error
 	for _, f := range files {
-		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		held, err := removeHeld(f)
+		if held {
+			deferred = append(deferred, f)
+			if rank(f) == 0 {
+				return deferred, errors.Join(errs...) // keep the session whole
+			}
+			continue
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("retention sweep: %w", err))
 		}
 	}
-	return errors.Join(errs...)
+	return deferred, errors.Join(errs...)
 }
 
 // blobRefs adds the blob ids a session database references to refs, reading it read-only.

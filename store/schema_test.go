@@ -86,7 +86,7 @@ func TestNewDatabaseSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, suffix := range []string{"", "-wal", "-shm"} {
-		if p := perm(t, d.Path()+suffix); p != 0o600 {
+		if p := perm(t, d.Path()+suffix); wrongMode(t, p, 0o600) {
 			t.Errorf("%s mode %o, want 600", filepath.Base(d.Path()+suffix), p)
 		}
 	}

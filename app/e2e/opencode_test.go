@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 )
@@ -121,35 +120,22 @@ func TestE2EOpenCodeTrims(t *testing.T) {
 				"OPENCODE_DISABLE_SHARE=1",
 			}, out.env()...)
 
-			var runs []agentRun
-			sid := ""
-			start := time.Now()
-			for i, turn := range e2eTurns {
-				args := []string{"run", "--pure", "--format", "json", "--auto"}
-				if i > 0 {
-					args = append(args, "--session", sid)
-				}
-				// One argv word per prompt word: a single quoted word reaches the model in quotes.
-				args = append(args, strings.Fields(turn.prompt)...)
-				run := runAgent(t, 3*time.Minute, opencode, work, env, args...)
-				runs = append(runs, run)
-				ev := openCodeEvents(run.stdout)
-				if run.err != nil || len(ev.errors) > 0 {
-					t.Fatalf("turn %d: opencode failed (errors %q):\n%s\n%s", i+1, ev.errors, run, diagnose(fake, srv))
-				}
-				switch {
-				case ev.session == "":
-					t.Fatalf("turn %d: opencode printed no sessionID:\n%s\n%s", i+1, run, diagnose(fake, srv))
-				case sid == "":
-					sid = ev.session
-				case ev.session != sid:
-					t.Fatalf("turn %d: session %s, want %s: --session should keep the session", i+1, ev.session, sid)
-				}
-				if want := finalText(i+1, turn.steps); !strings.Contains(strings.Join(ev.texts, "\n"), want) {
-					t.Fatalf("turn %d: opencode did not print the fake's final text %q:\n%s\n%s", i+1, want, run, diagnose(fake, srv))
-				}
-			}
-			took := time.Since(start)
+			runs, sid, took := runResuming(t, resumingAgent{
+				name: "opencode", bin: opencode, work: work, env: env,
+				args: func(i int, prompt, sid string) []string {
+					args := []string{"run", "--pure", "--format", "json", "--auto"}
+					if i > 0 {
+						args = append(args, "--session", sid)
+					}
+					// One argv word per prompt word: a single quoted word reaches the model in quotes.
+					return append(args, strings.Fields(prompt)...)
+				},
+				events: func(stdout string) (string, []string, []string) {
+					ev := openCodeEvents(stdout)
+					return ev.session, ev.texts, ev.errors
+				},
+				idWord: "session", idName: "sessionID", keep: "--session should keep the session",
+			}, fake, srv)
 			if err := srv.stop(); err != nil { // closes the session database cleanly before we read it
 				t.Fatalf("%v\n%s", err, srv.log)
 			}

@@ -3,13 +3,10 @@
 package e2e_test
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
@@ -143,28 +140,22 @@ type codexRun struct {
 
 func codexEvents(stdout string) codexRun {
 	var r codexRun
-	sc := bufio.NewScanner(strings.NewReader(stdout))
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var ev struct {
-			Type     string `json:"type"`
-			ThreadID string `json:"thread_id"`
-			Item     struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"item"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil {
-			continue
-		}
+	eachJSONLine(stdout, func(ev struct {
+		Type     string `json:"type"`
+		ThreadID string `json:"thread_id"`
+		Item     struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"item"`
+	}, line string) {
 		switch {
 		case ev.Type == "thread.started":
 			r.thread = ev.ThreadID
 		case ev.Type == "turn.failed" || ev.Type == "error":
-			r.errors = append(r.errors, sc.Text())
+			r.errors = append(r.errors, line)
 		case ev.Type == "item.completed" && ev.Item.Type == "agent_message":
 			r.messages = append(r.messages, ev.Item.Text)
 		}
-	}
+	})
 	return r
 }

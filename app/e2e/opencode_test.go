@@ -3,7 +3,6 @@
 package e2e_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -160,30 +159,24 @@ type openCodeRun struct {
 
 func openCodeEvents(stdout string) openCodeRun {
 	var r openCodeRun
-	sc := bufio.NewScanner(strings.NewReader(stdout))
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var ev struct {
-			Type      string `json:"type"`
-			SessionID string `json:"sessionID"`
-			Part      struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"part"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil {
-			continue
-		}
+	eachJSONLine(stdout, func(ev struct {
+		Type      string `json:"type"`
+		SessionID string `json:"sessionID"`
+		Part      struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"part"`
+	}, line string) {
 		if r.session == "" {
 			r.session = ev.SessionID
 		}
 		switch {
 		case ev.Type == "error":
-			r.errors = append(r.errors, sc.Text())
+			r.errors = append(r.errors, line)
 		case ev.Part.Type == "text":
 			r.texts = append(r.texts, ev.Part.Text)
 		}
-	}
+	})
 	return r
 }
 

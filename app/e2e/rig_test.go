@@ -9,9 +9,11 @@ package e2e_test
 // request bodies in the three API formats for the Codex and OpenCode sessions.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -579,4 +581,18 @@ func runResuming(t *testing.T, a resumingAgent, fake *fakeupstream.Server, srv *
 		}
 	}
 	return runs, id, time.Since(start)
+}
+
+// eachJSONLine calls f with every line of an agent's stdout that decodes as JSON into T, and
+// the line as printed; other lines are skipped. Lines may be up to 16 MiB.
+func eachJSONLine[T any](stdout string, f func(ev T, line string)) {
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var ev T
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		f(ev, sc.Text())
+	}
 }

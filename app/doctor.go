@@ -233,20 +233,7 @@ func storeCheck(sys system) doctorCheck {
 		c.Status, c.Message = checkOK, dir+" is writable (Windows: your profile's permissions apply, not modes)"
 		return c
 	}
-	var loose []string
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			loose = append(loose, fmt.Sprintf("%s (%v)", p, err))
-			return nil
-		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			return nil
-		}
-		if info, err := d.Info(); err == nil && info.Mode().Perm()&0o077 != 0 {
-			loose = append(loose, fmt.Sprintf("%s (%o)", p, info.Mode().Perm()))
-		}
-		return nil
-	})
+	loose := store.OpenToOthers(dir)
 	if len(loose) > 0 {
 		shown := loose[:min(3, len(loose))]
 		c.Status = checkFail

@@ -3,26 +3,19 @@ package app
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/web"
 )
-
-// apiTimeout bounds one call of the running service's control API.
-const apiTimeout = 3 * time.Second
 
 // onOff is the `on` and `off` command (DESIGN.md §2, §5; seed 001, "Turn it on or off"): it
 // turns trimming on or off for the agents named, every agent when none is named.
@@ -83,11 +76,11 @@ func onOff(ctx context.Context, on bool, args []string, sys system) error {
 	var notTaken []string // "<base>: why" of listeners that answered but changed nothing
 	for _, base := range bases {
 		res, err := switchRemote(ctx, base, token, agents, on)
-		var down *serviceDownError
+		var down *web.ServiceDownError
 		switch {
 		case errors.As(err, &down):
 			continue // nothing listens there: the next address, or the file
-		case errors.Is(err, errNotTaken):
+		case errors.Is(err, web.ErrNotTaken):
 			why := err.Error()
 			if tokenErr != nil && strings.Contains(why, "401") {
 				why += fmt.Sprintf("; no API token (%v): is the service an older smarter-compact, or run by another user? Restart it: smarter-compact service stop && smarter-compact service start", tokenErr)
@@ -176,14 +169,19 @@ type remoteResult struct {
 }
 
 // switchRemote switches agents one by one through the service at base. A
-// *serviceDownError or errNotTaken comes only from the first agent, when nothing changed.
+// *web.ServiceDownError or web.ErrNotTaken comes only from the first agent, when nothing
+// changed.
 func switchRemote(ctx context.Context, base, token string, agents []string, on bool) (remoteResult, error) {
 	var res remoteResult
+	mode := web.ModeOff
+	if on {
+		mode = web.ModeOn
+	}
 	for i, a := range agents {
-		sw, err := setRemoteMode(ctx, base, token, a, on)
+		sw, err := web.SetAgentMode(ctx, base, token, a, mode)
 		if err != nil {
-			var down *serviceDownError
-			if i == 0 && (errors.As(err, &down) || errors.Is(err, errNotTaken)) {
+			var down *web.ServiceDownError
+			if i == 0 && (errors.As(err, &down) || errors.Is(err, web.ErrNotTaken)) {
 				return res, err
 			}
 			if i > 0 {
@@ -191,7 +189,7 @@ func switchRemote(ctx context.Context, base, token string, agents []string, on b
 			}
 			return res, fmt.Errorf("the running service at %s: %v", base, err) // its message names the agent
 		}
-		res.configPath = sw.configPath
+		res.configPath = sw.ConfigPath
 		if sw.Why != "" {
 			res.whys = append(res.whys, a+" "+sw.Why)
 		}
@@ -244,100 +242,4 @@ func pickAgents(cmd string, names []string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// serviceDownError is a control API call that found no service listening.
-type serviceDownError struct{ err error }
-
-func (e *serviceDownError) Error() string { return e.err.Error() }
-func (e *serviceDownError) Unwrap() error { return e.err }
-
-// errNotTaken marks a control API call that reached a listener which did not take the
-// change and changed nothing: 401 (our token is missing or wrong), or an answer that is not
-// the control API's (another program on the port, an older smarter-compact).
-var errNotTaken = errors.New("not taken")
-
-type notTakenError struct{ msg string }
-
-func (e *notTakenError) Error() string   { return e.msg }
-func (e *notTakenError) Is(t error) bool { return t == errNotTaken }
-
-// remoteSwitch is POST /api/agents/<agent>'s answer.
-type remoteSwitch struct {
-	web.AgentSwitch
-	configPath string
-}
-
-// setRemoteMode calls POST <base>/api/agents/<agent> with {"mode":"on"|"off"} and the API
-// token, and returns the agent's switch as the service reports it, and its config.toml. The
-// service's error message is returned without its "smarter-compact: " prefix (main adds it).
-func setRemoteMode(ctx context.Context, base, token, agent string, on bool) (remoteSwitch, error) {
-	var sw remoteSwitch
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
-	defer cancel()
-	mode := web.ModeOff
-	if on {
-		mode = web.ModeOn
-	}
-	body, _ := json.Marshal(map[string]web.Mode{"mode": mode})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/agents/"+agent, bytes.NewReader(body))
-	if err != nil {
-		return sw, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Do(req)
-	if err != nil {
-		if isConnRefused(err) {
-			return sw, &serviceDownError{err}
-		}
-		return sw, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<10))
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(b, &e) != nil || e.Error == "" {
-			return sw, &notTakenError{fmt.Sprintf("POST /api/agents/%s answered %s (an older smarter-compact, or another program on the port?)", agent, resp.Status)}
-		}
-		msg := fmt.Sprintf("%s: %s", resp.Status, strings.TrimPrefix(e.Error, "smarter-compact: "))
-		if resp.StatusCode == http.StatusUnauthorized {
-			return sw, &notTakenError{msg}
-		}
-		return sw, errors.New(msg)
-	}
-	var answer struct {
-		web.AgentSwitch
-		ConfigPath string `json:"configPath"`
-	}
-	if err := json.Unmarshal(b, &answer); err != nil || answer.Agent != agent {
-		return sw, &notTakenError{fmt.Sprintf("POST /api/agents/%s: unexpected answer %q", agent, truncateText(string(b), 200))}
-	}
-	sw = remoteSwitch{answer.AgentSwitch, answer.ConfigPath}
-	if sw.Mode != mode {
-		return sw, fmt.Errorf("the running service reports %s's switch as %q, not %q", agent, sw.Mode, mode)
-	}
-	return sw, nil
-}
-
-// truncateText cuts s to n bytes for a message.
-func truncateText(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
-}
-
-// isConnRefused reports a failed dial: nothing listens on the port (on every OS, where
-// the refusal's errno differs).
-func isConnRefused(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }

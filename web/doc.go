@@ -1,6 +1,8 @@
 // Package web serves the local dashboard and the JSON control API (DESIGN.md §5, §9): the
 // chi routes for / and /ui/… (templ components in web/ui, htmx) and /api/… for the tray and
 // the CLI. Mount registers them on app's router, inside its Host check (DNS rebinding).
+// SetAgentMode is the control API's client, beside the handlers that define its protocol
+// (`smarter-compact on|off` switches a running service through it).
 //
 // Pages: the overview (service, per-agent switches, pause, the last 24 hours, tokens saved
 // per day), sessions (list, one session's rows, usage and prompt-tokens chart, blobs),

@@ -3,15 +3,11 @@
 package e2e_test
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 )
@@ -82,34 +78,21 @@ enabled = false
 		"SMARTER_COMPACT_E2E_KEY=dummy-key", // sent as Authorization: Bearer
 	}, out.env()...)
 
-	var runs []agentRun
-	thread := ""
-	start := time.Now()
-	for i, turn := range e2eTurns {
-		args := []string{"exec", "--skip-git-repo-check", "--disable", "plugins", "--disable", "apps", "--json"}
-		if i > 0 {
-			args = append(args, "resume", thread)
-		}
-		args = append(args, turn.prompt) // one argv word
-		run := runAgent(t, 3*time.Minute, codex, work, env, args...)
-		runs = append(runs, run)
-		ev := codexEvents(run.stdout)
-		if run.err != nil || len(ev.errors) > 0 {
-			t.Fatalf("turn %d: codex failed (errors %q):\n%s\n%s", i+1, ev.errors, run, diagnose(fake, srv))
-		}
-		switch {
-		case ev.thread == "":
-			t.Fatalf("turn %d: codex printed no thread.started:\n%s\n%s", i+1, run, diagnose(fake, srv))
-		case thread == "":
-			thread = ev.thread
-		case ev.thread != thread:
-			t.Fatalf("turn %d: thread %s, want %s: resume should keep the thread", i+1, ev.thread, thread)
-		}
-		if want := finalText(i+1, turn.steps); !strings.Contains(strings.Join(ev.messages, "\n"), want) {
-			t.Fatalf("turn %d: codex did not print the fake's final text %q:\n%s\n%s", i+1, want, run, diagnose(fake, srv))
-		}
-	}
-	took := time.Since(start)
+	runs, thread, took := runResuming(t, resumingAgent{
+		name: "codex", bin: codex, work: work, env: env,
+		args: func(i int, prompt, thread string) []string {
+			args := []string{"exec", "--skip-git-repo-check", "--disable", "plugins", "--disable", "apps", "--json"}
+			if i > 0 {
+				args = append(args, "resume", thread)
+			}
+			return append(args, prompt) // one argv word
+		},
+		events: func(stdout string) (string, []string, []string) {
+			ev := codexEvents(stdout)
+			return ev.thread, ev.messages, ev.errors
+		},
+		idWord: "thread", idName: "thread.started", keep: "resume should keep the thread",
+	}, fake, srv)
 	if err := srv.stop(); err != nil { // closes the session database cleanly before we read it
 		t.Fatalf("%v\n%s", err, srv.log)
 	}
@@ -157,28 +140,22 @@ type codexRun struct {
 
 func codexEvents(stdout string) codexRun {
 	var r codexRun
-	sc := bufio.NewScanner(strings.NewReader(stdout))
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var ev struct {
-			Type     string `json:"type"`
-			ThreadID string `json:"thread_id"`
-			Item     struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"item"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil {
-			continue
-		}
+	eachJSONLine(stdout, func(ev struct {
+		Type     string `json:"type"`
+		ThreadID string `json:"thread_id"`
+		Item     struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"item"`
+	}, line string) {
 		switch {
 		case ev.Type == "thread.started":
 			r.thread = ev.ThreadID
 		case ev.Type == "turn.failed" || ev.Type == "error":
-			r.errors = append(r.errors, sc.Text())
+			r.errors = append(r.errors, line)
 		case ev.Type == "item.completed" && ev.Item.Type == "agent_message":
 			r.messages = append(r.messages, ev.Item.Text)
 		}
-	}
+	})
 	return r
 }

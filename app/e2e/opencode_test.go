@@ -3,14 +3,12 @@
 package e2e_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 )
@@ -121,35 +119,22 @@ func TestE2EOpenCodeTrims(t *testing.T) {
 				"OPENCODE_DISABLE_SHARE=1",
 			}, out.env()...)
 
-			var runs []agentRun
-			sid := ""
-			start := time.Now()
-			for i, turn := range e2eTurns {
-				args := []string{"run", "--pure", "--format", "json", "--auto"}
-				if i > 0 {
-					args = append(args, "--session", sid)
-				}
-				// One argv word per prompt word: a single quoted word reaches the model in quotes.
-				args = append(args, strings.Fields(turn.prompt)...)
-				run := runAgent(t, 3*time.Minute, opencode, work, env, args...)
-				runs = append(runs, run)
-				ev := openCodeEvents(run.stdout)
-				if run.err != nil || len(ev.errors) > 0 {
-					t.Fatalf("turn %d: opencode failed (errors %q):\n%s\n%s", i+1, ev.errors, run, diagnose(fake, srv))
-				}
-				switch {
-				case ev.session == "":
-					t.Fatalf("turn %d: opencode printed no sessionID:\n%s\n%s", i+1, run, diagnose(fake, srv))
-				case sid == "":
-					sid = ev.session
-				case ev.session != sid:
-					t.Fatalf("turn %d: session %s, want %s: --session should keep the session", i+1, ev.session, sid)
-				}
-				if want := finalText(i+1, turn.steps); !strings.Contains(strings.Join(ev.texts, "\n"), want) {
-					t.Fatalf("turn %d: opencode did not print the fake's final text %q:\n%s\n%s", i+1, want, run, diagnose(fake, srv))
-				}
-			}
-			took := time.Since(start)
+			runs, sid, took := runResuming(t, resumingAgent{
+				name: "opencode", bin: opencode, work: work, env: env,
+				args: func(i int, prompt, sid string) []string {
+					args := []string{"run", "--pure", "--format", "json", "--auto"}
+					if i > 0 {
+						args = append(args, "--session", sid)
+					}
+					// One argv word per prompt word: a single quoted word reaches the model in quotes.
+					return append(args, strings.Fields(prompt)...)
+				},
+				events: func(stdout string) (string, []string, []string) {
+					ev := openCodeEvents(stdout)
+					return ev.session, ev.texts, ev.errors
+				},
+				idWord: "session", idName: "sessionID", keep: "--session should keep the session",
+			}, fake, srv)
 			if err := srv.stop(); err != nil { // closes the session database cleanly before we read it
 				t.Fatalf("%v\n%s", err, srv.log)
 			}
@@ -174,30 +159,24 @@ type openCodeRun struct {
 
 func openCodeEvents(stdout string) openCodeRun {
 	var r openCodeRun
-	sc := bufio.NewScanner(strings.NewReader(stdout))
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var ev struct {
-			Type      string `json:"type"`
-			SessionID string `json:"sessionID"`
-			Part      struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"part"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil {
-			continue
-		}
+	eachJSONLine(stdout, func(ev struct {
+		Type      string `json:"type"`
+		SessionID string `json:"sessionID"`
+		Part      struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"part"`
+	}, line string) {
 		if r.session == "" {
 			r.session = ev.SessionID
 		}
 		switch {
 		case ev.Type == "error":
-			r.errors = append(r.errors, sc.Text())
+			r.errors = append(r.errors, line)
 		case ev.Part.Type == "text":
 			r.texts = append(r.texts, ev.Part.Text)
 		}
-	}
+	})
 	return r
 }
 

@@ -9,9 +9,11 @@ package e2e_test
 // request bodies in the three API formats for the Codex and OpenCode sessions.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -536,4 +538,61 @@ func startRig(t *testing.T, bin string, reply func(*fakeupstream.Request) fakeup
 		}
 	})
 	return fake, srv, tp
+}
+
+// resumingAgent is an agent CLI that e2eTurns drives one run per turn, every run after the
+// first resuming the conversation of the first by the id its JSON events print.
+type resumingAgent struct {
+	name      string   // in messages: "codex", "opencode"
+	bin, work string   // the executable and the working directory
+	env       []string // runAgent's env
+	// args are the arguments of turn i (0-based); id is the conversation's, "" on turn 0.
+	args func(i int, prompt, id string) []string
+	// events reads a run's stdout: the conversation id, the texts printed, the errors.
+	events func(stdout string) (id string, texts, errs []string)
+	idWord string // "thread", "session"
+	idName string // the event that names the conversation: "thread.started", "sessionID"
+	keep   string // why the id must not change: "resume should keep the thread"
+}
+
+// runResuming runs a through e2eTurns and fails the test at the first turn that fails,
+// prints no id or another id than turn 1's, or does not print the fake's final text. It
+// returns the runs, the conversation id and the time all turns took.
+func runResuming(t *testing.T, a resumingAgent, fake *fakeupstream.Server, srv *serveProc) (runs []agentRun, id string, took time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for i, turn := range e2eTurns {
+		run := runAgent(t, 3*time.Minute, a.bin, a.work, a.env, a.args(i, turn.prompt, id)...)
+		runs = append(runs, run)
+		evID, texts, errs := a.events(run.stdout)
+		if run.err != nil || len(errs) > 0 {
+			t.Fatalf("turn %d: %s failed (errors %q):\n%s\n%s", i+1, a.name, errs, run, diagnose(fake, srv))
+		}
+		switch {
+		case evID == "":
+			t.Fatalf("turn %d: %s printed no %s:\n%s\n%s", i+1, a.name, a.idName, run, diagnose(fake, srv))
+		case id == "":
+			id = evID
+		case evID != id:
+			t.Fatalf("turn %d: %s %s, want %s: %s", i+1, a.idWord, evID, id, a.keep)
+		}
+		if want := finalText(i+1, turn.steps); !strings.Contains(strings.Join(texts, "\n"), want) {
+			t.Fatalf("turn %d: %s did not print the fake's final text %q:\n%s\n%s", i+1, a.name, want, run, diagnose(fake, srv))
+		}
+	}
+	return runs, id, time.Since(start)
+}
+
+// eachJSONLine calls f with every line of an agent's stdout that decodes as JSON into T, and
+// the line as printed; other lines are skipped. Lines may be up to 16 MiB.
+func eachJSONLine[T any](stdout string, f func(ev T, line string)) {
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var ev T
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		f(ev, sc.Text())
+	}
 }

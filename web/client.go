@@ -1,0 +1,105 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// The control API's client, beside the handlers that define its protocol: `smarter-compact
+// on|off` switches an agent in a running service through it.
+
+// ClientTimeout bounds one call of a running service's control API.
+const ClientTimeout = 3 * time.Second
+
+// ServiceDownError is a control API call that found no service listening (the dial failed).
+type ServiceDownError struct{ err error }
+
+func (e *ServiceDownError) Error() string { return e.err.Error() }
+func (e *ServiceDownError) Unwrap() error { return e.err }
+
+// ErrNotTaken marks a control API call that reached a listener which did not take the
+// change and changed nothing: 401 (the token is missing or wrong), or an answer that is not
+// the control API's (another program on the port, an older smarter-compact).
+var ErrNotTaken = errors.New("not taken")
+
+type notTakenError struct{ msg string }
+
+func (e *notTakenError) Error() string   { return e.msg }
+func (e *notTakenError) Is(t error) bool { return t == ErrNotTaken }
+
+// SetAgentAnswer is POST /api/agents/{agent}'s answer as the client reads it: the agent's
+// switch and the config.toml the service saved it in ("" from a service that does not say).
+type SetAgentAnswer struct {
+	AgentSwitch
+	ConfigPath string
+}
+
+// SetAgentMode calls POST <base>/api/agents/<agent> with {"mode": mode} and the bearer token
+// (none sent when token is ""), within ClientTimeout, with no proxy and no redirects. base is
+// e.g. "http://127.0.0.1:4100". It returns the agent's switch as the service reports it.
+//
+// Errors: a *ServiceDownError when nothing listens; one that Is ErrNotTaken on 401 or an
+// answer that is not the control API's; otherwise the service's message with its status and
+// without its "smarter-compact: " prefix, or a mode other than the one asked for.
+func SetAgentMode(ctx context.Context, base, token, agent string, mode Mode) (SetAgentAnswer, error) {
+	var sw SetAgentAnswer
+	ctx, cancel := context.WithTimeout(ctx, ClientTimeout)
+	defer cancel()
+	body, _ := json.Marshal(map[string]Mode{"mode": mode})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/agents/"+agent, bytes.NewReader(body))
+	if err != nil {
+		return sw, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		// A failed dial: nothing listens on the port (on every OS, where the refusal's
+		// errno differs).
+		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+			return sw, &ServiceDownError{err}
+		}
+		return sw, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<10))
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			return sw, &notTakenError{fmt.Sprintf("POST /api/agents/%s answered %s (an older smarter-compact, or another program on the port?)", agent, resp.Status)}
+		}
+		msg := fmt.Sprintf("%s: %s", resp.Status, strings.TrimPrefix(e.Error, "smarter-compact: "))
+		if resp.StatusCode == http.StatusUnauthorized {
+			return sw, &notTakenError{msg}
+		}
+		return sw, errors.New(msg)
+	}
+	var answer apiAgentBody
+	if err := json.Unmarshal(b, &answer); err != nil || answer.Agent != agent {
+		shown := string(b)
+		if len(shown) > 200 {
+			shown = shown[:200] + "…"
+		}
+		return sw, &notTakenError{fmt.Sprintf("POST /api/agents/%s: unexpected answer %q", agent, shown)}
+	}
+	sw = SetAgentAnswer{answer.AgentSwitch, answer.ConfigPath}
+	if sw.Mode != mode {
+		return sw, fmt.Errorf("the running service reports %s's switch as %q, not %q", agent, sw.Mode, mode)
+	}
+	return sw, nil
+}

@@ -283,7 +283,8 @@ func sweep(root *store.Root, ttlDays int, log *slog.Logger) {
 		log.Debug("retention sweep skipped: it ran less than 24 h ago")
 	default:
 		log.Info("retention sweep", "ttl_days", ttlDays, "sessions_deleted", len(rep.SessionsDeleted),
-			"blobs_deleted", rep.BlobsDeleted, "blob_pass_skipped", rep.BlobPassSkipped)
+			"blobs_deleted", rep.BlobsDeleted, "blob_pass_skipped", rep.BlobPassSkipped,
+			"deferred", len(rep.Deferred)) // held by another handle (Windows): the next pass tries again
 	}
 }
 

@@ -87,7 +87,8 @@ fi
 {
   echo "smarter-compact (${debver}-1) unstable; urgency=medium"
   echo
-  echo "  * Release $VERSION; the project's git history lists the changes."
+  echo "  * Release $VERSION."
+  echo "    The project's git history lists the changes."
   echo
   echo " -- $MAINTAINER  $(LC_ALL=C date -u -R -d "@$SOURCE_DATE_EPOCH")"
 } | gzip -9n >"$stage/changelog.Debian.gz"

@@ -4,7 +4,10 @@
 GO      ?= go
 TAGS    := sqlite_fts5
 BIN     := bin/smarter-compact
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The semantic version from the git tags (packaging/version.sh says which form when);
+# make VERSION=… overrides it. The second line runs the script once, not at every use.
+VERSION ?= $(shell bash packaging/version.sh)
+VERSION := $(VERSION)
 LDFLAGS := -X github.com/smarter-compact/smarter-compact/app.version=$(VERSION)
 # Extra flags for `make run`, e.g. make run ARGS='--port 4200'.
 ARGS    ?=
@@ -25,11 +28,18 @@ lint:
 vet-cross:
 	@bash .ci/vet-cross
 
-.PHONY: lint vet-cross hygiene build run test fmt-check templ-check vet race e2e clean bench
+.PHONY: lint vet-cross hygiene build run test fmt-check templ-check vet race e2e clean bench dist
 
 ## build: bin/smarter-compact
 build:
 	$(GO) build -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) .
+
+## dist: every release artifact this machine can build, into dist/ (emptied first): the
+## hardened Linux binary's tar.gz, .deb and .rpm, the Windows zip and MSI when
+## packaging/windows/build.sh exists, and smarter-compact_<version>_checksums.txt
+## (packaging/dist.sh; packaging/README.md lists the tools it needs)
+dist:
+	VERSION='$(VERSION)' bash packaging/dist.sh
 
 ## run: build, then run the service in the foreground on 127.0.0.1:4100 (Ctrl-C stops it)
 run: build
@@ -80,7 +90,7 @@ e2e:
 	$(GO) test -tags '$(TAGS)' ./proxy/ -run 'TestPropertyGenerated' -count=1 -v
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
 
 ## bench: build, then measure on this machine (cmd/bench): proxy overhead against a bare reverse
 ## proxy, long sessions replayed against the fake's prompt cache, the store at scale; writes

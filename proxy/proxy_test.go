@@ -301,9 +301,7 @@ func TestPassThrough(t *testing.T) {
 		io.WriteString(w, `{"input_tokens":12}`)
 	}))
 	defer up.Close()
-	root, err := store.Open(t.TempDir())
-	must(t, err)
-	defer root.Close()
+	root := openRoot(t)
 	s := DefaultSettings()
 	s.Upstreams = map[string]string{"anthropic": up.URL}
 	logs := &logBuf{}

@@ -151,6 +151,25 @@ func sessionDB(t testing.TB, r *rig, sid string) *sql.DB {
 	return db
 }
 
+// eventInts returns the integer column of each event of kind in db, in id order (column is
+// a column name of the events table).
+func eventInts(db *sql.DB, column, kind string) ([]int, error) {
+	rows, err := db.Query(`SELECT `+column+` FROM events WHERE kind = ? ORDER BY id`, kind)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 func TestTrimsAClaudeCodeSessionThroughTheStrictFake(t *testing.T) {
 	for _, model := range []string{"claude-opus-5-5", "claude-mythos-5-1"} {
 		t.Run(model, func(t *testing.T) {

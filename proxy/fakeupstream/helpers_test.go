@@ -24,6 +24,11 @@ func headers(extra ...string) http.Header {
 	h.Set("Content-Type", "application/json")
 	h.Set("Anthropic-Version", "2023-06-01")
 	h.Set("X-Api-Key", "dummy-key")
+	return withLines(h, extra)
+}
+
+// withLines sets each "Name: value" line of extra on h and returns h.
+func withLines(h http.Header, extra []string) http.Header {
 	for _, e := range extra {
 		k, v, _ := strings.Cut(e, ":")
 		h.Set(strings.TrimSpace(k), strings.TrimSpace(v))

@@ -16,11 +16,7 @@ func oaHeaders(extra ...string) http.Header {
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	h.Set("Authorization", "Bearer dummy-key")
-	for _, e := range extra {
-		k, v, _ := strings.Cut(e, ":")
-		h.Set(strings.TrimSpace(k), strings.TrimSpace(v))
-	}
-	return h
+	return withLines(h, extra)
 }
 
 // oaErr is a decoded OpenAI error envelope; Param and Code are "<null>" when null.

@@ -304,35 +304,6 @@ func TestChatThinkingBlocksStrip(t *testing.T) {
 	})
 }
 
-// Chat rows (contract: Rows): user parts one row each, images as a placeholder; an
-// assistant message's thinking (thinking_blocks, else reasoning_content), text and calls
-// in that order, call arguments as compact JSON; a tool result named by its call; system
-// and developer messages never stored.
-func TestChatRows(t *testing.T) {
-	e := newAdEnv(t, testSettings(10_000_000))
-	body := []byte(`{"model":"gpt-5.4","messages":[` +
-		`{"role":"system","content":"sys"},{"role":"developer","content":"dev"},` +
-		`{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"https://x/y.png"}},{"type":"file","file":{"file_id":"f1"}}]},` +
-		`{"role":"assistant","content":"Sure.","reasoning_content":"rc","thinking_blocks":[{"type":"thinking","thinking":"tb1","signature":"s"},{"type":"redacted_thinking","data":"x"}],` +
-		`"tool_calls":[{"id":"c1","type":"function","function":{"name":"Grep","arguments":"{ \"pattern\" : \"a\\nb\", \"n\": 1.50 }"}},{"id":"c2","type":"function","function":{"name":"Raw","arguments":"not json"}}]},` +
-		`{"role":"tool","tool_call_id":"c2","content":"raw out"},{"role":"tool","tool_call_id":"c1","content":[{"type":"text","text":"l1"},{"type":"text","text":"l2"}]},` +
-		`{"role":"assistant","content":null,"reasoning_content":"only rc"},` +
-		`{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"refusal","refusal":"no"}]}]}`)
-	e.send(t, adChat, adHeader("chat-rows"), body, false)
-	got := adRows(t, e.root, "chat-rows")
-	want := []string{
-		"user/text/-/look", "user/text/-/[image]", "user/text/-/[document]",
-		"assistant/thinking/-/tb1", "assistant/text/-/Sure.",
-		`assistant/tool_use/Grep/{"pattern":"a\nb","n":1.50}`, "assistant/tool_use/Raw/not json",
-		"tool/tool_result/Raw/raw out", "tool/tool_result/Grep/l1\nl2",
-		"assistant/thinking/-/only rc",
-		"assistant/text/-/a", "assistant/text/-/no",
-	}
-	if strings.Join(got, "\n---\n") != strings.Join(want, "\n---\n") {
-		t.Fatalf("rows\n got %q\nwant %q", got, want)
-	}
-}
-
 // The session id follows the contract's order of sources, then Codex's session-id and
 // thread-id, and the trim state records the source (issue 4, Session ids), in both
 // OpenAI formats.

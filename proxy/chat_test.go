@@ -179,36 +179,6 @@ func (g *chatGen) body(n int, system bool) []byte {
 	return []byte(`{"model":"claude-sonnet-4-5","messages":[` + strings.Join(msgs, ",") + `],"stream":true}`)
 }
 
-// Random Chat agent conversations, sent one round trip at a time with low thresholds and
-// random forced trims: no view ever separates a call from its result, in either direction.
-func TestChatPairingNeverSplit(t *testing.T) {
-	trims := 0
-	for seed := int64(1); seed <= 7; seed++ {
-		rng := rand.New(rand.NewSource(seed))
-		g := &chatGen{rng: rng}
-		for n := 0; n < 3+rng.Intn(4); n++ {
-			g.turn(n)
-		}
-		e := newAdEnv(t, testSettings(300+rng.Intn(3000)))
-		sid := fmt.Sprintf("chat-pairs-%d", seed)
-		system := seed%2 == 0
-		for _, n := range g.sends {
-			orig := g.body(n, system)
-			res := e.send(t, adChat, adHeader(sid), orig, rng.Intn(5) == 0)
-			if res.trimmed == 2 {
-				trims++
-			}
-			chatInvariants(t, fmt.Sprintf("seed %d, %d messages", seed, n), orig, res.body)
-		}
-		if strings.Contains(e.logs.String(), "fail-open") {
-			t.Fatalf("seed %d: fail-open: %s", seed, e.logs.String())
-		}
-	}
-	if trims < 8 {
-		t.Fatalf("only %d trims: the conversations do not exercise the cut", trims)
-	}
-}
-
 // LiteLLM's thinking_blocks (signed Anthropic thinking) leave every kept assistant message
 // before the latest assistant run at trim time; reasoning_content stays; a message left
 // with nothing is dropped; the latest run goes out unchanged; an untrimmed request keeps

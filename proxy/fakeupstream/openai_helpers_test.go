@@ -64,6 +64,28 @@ func oaReject(t *testing.T, srv *fakeupstream.Server, path string, body any) oaE
 	return e
 }
 
+// oaRejectCase is a request body the fake must reject with a 400 and its error's message,
+// param and code.
+type oaRejectCase struct {
+	name                 string
+	body                 any
+	message, param, code string
+}
+
+// checkOARejects posts each case's body to path, in a subtest of the case's name, and
+// checks the error's message, param and code.
+func checkOARejects(t *testing.T, srv *fakeupstream.Server, path string, cases []oaRejectCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := oaReject(t, srv, path, c.body)
+			if e.Message != c.message || e.Param != c.param || e.Code != c.code {
+				t.Errorf("error\n got: %q param %s code %s\nwant: %q param %s code %s", e.Message, e.Param, e.Code, c.message, c.param, c.code)
+			}
+		})
+	}
+}
+
 // oaAccept posts body to path, requires a 200, and returns the body.
 func oaAccept(t *testing.T, srv *fakeupstream.Server, path string, body any) []byte {
 	t.Helper()

@@ -149,11 +149,7 @@ func TestGetErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		name string
-		args map[string]any
-		want string
-	}{
+	tests := []argError{
 		{"missing id", map[string]any{}, "id is required"},
 		{"uppercase id", map[string]any{"id": strings.ToUpper(id)}, "16 lowercase hex"},
 		{"short id", map[string]any{"id": "abc"}, "16 lowercase hex"},
@@ -166,13 +162,7 @@ func TestGetErrors(t *testing.T) {
 		{"offset past end", map[string]any{"id": id, "offset": 11}, "past the end of blob " + id + " (total_chars 10)"},
 		{"unknown argument", map[string]any{"id": id, "page": 2}, `smart_compact_get does not take "page": its arguments are id, offset`},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if msg := callError(t, c, ToolGet, tt.args); !strings.Contains(msg, tt.want) {
-				t.Errorf("error %q, want it to contain %q", msg, tt.want)
-			}
-		})
-	}
+	checkArgErrors(t, c, ToolGet, tests)
 	lines := telemetry(t, r.dir)
 	if len(lines) != len(tests) {
 		t.Fatalf("tool-calls.jsonl has %d lines, want one per call (%d)", len(lines), len(tests))

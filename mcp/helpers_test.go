@@ -168,6 +168,26 @@ func callError(t *testing.T, c *client.Client, tool string, args map[string]any)
 	return text
 }
 
+// argError is a tool call with bad arguments and a part of the error it must answer.
+type argError struct {
+	name string
+	args map[string]any
+	want string
+}
+
+// checkArgErrors calls tool once per case, in a subtest of the case's name, and checks the
+// call answers isError with a message containing want.
+func checkArgErrors(t *testing.T, c *client.Client, tool string, cases []argError) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			if msg := callError(t, c, tool, tt.args); !strings.Contains(msg, tt.want) {
+				t.Errorf("error %q, want it to contain %q", msg, tt.want)
+			}
+		})
+	}
+}
+
 // needReader skips a test that needs the store's read side (Root.OpenReader, Reader.Search,
 // CheckSelect, Reader.Query) while it is still the panicking sketch; once the store
 // implements it, these tests run.

@@ -17,11 +17,7 @@ func TestSearchArgumentErrors(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	c := httpClient(t, r.srv)
-	tests := []struct {
-		name string
-		args map[string]any
-		want string
-	}{
+	tests := []argError{
 		{"neither", map[string]any{}, "give query (words to look for) or pattern"},
 		{"both", map[string]any{"query": "a", "pattern": "a"}, "give query or pattern, not both"},
 		{"blank query", map[string]any{"query": "  "}, "query is empty"},
@@ -48,13 +44,7 @@ func TestSearchArgumentErrors(t *testing.T) {
 		{"limit string", map[string]any{"query": "a", "limit": "8"}, "limit must be an integer from 1 to 100, not the string"},
 		{"misspelt argument", map[string]any{"query": "a", "sessionId": "x"}, `smart_compact_search does not take "sessionId": its arguments are query, pattern, session_id, role, in_context, mode, context, limit`},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if msg := callError(t, c, ToolSearch, tt.args); !strings.Contains(msg, tt.want) {
-				t.Errorf("error %q, want it to contain %q", msg, tt.want)
-			}
-		})
-	}
+	checkArgErrors(t, c, ToolSearch, tests)
 	// Valid arguments get past validation to resolution (this workspace has no sessions).
 	for _, args := range []map[string]any{
 		{"query": "SECRETWORD", "role": "all", "in_context": false, "mode": "lexical", "context": 5, "limit": 100},

@@ -21,23 +21,13 @@ func TestSQLArgumentErrors(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	c := httpClient(t, r.srv)
-	tests := []struct {
-		name string
-		args map[string]any
-		want string
-	}{
+	tests := []argError{
 		{"missing sql", map[string]any{}, "sql is required"},
 		{"blank sql", map[string]any{"sql": " \n"}, "sql is required"},
 		{"sql not a string", map[string]any{"sql": []any{"SELECT 1"}}, "sql must be a string, not an array"},
 		{"unknown argument", map[string]any{"sql": "SELECT 1", "query": "x"}, `smart_compact_sql does not take "query": its arguments are sql, session_id`},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if msg := callError(t, c, ToolSQL, tt.args); !strings.Contains(msg, tt.want) {
-				t.Errorf("error %q, want it to contain %q", msg, tt.want)
-			}
-		})
-	}
+	checkArgErrors(t, c, ToolSQL, tests)
 }
 
 func TestSQL(t *testing.T) {

@@ -59,15 +59,8 @@ func TestForwardedRequestsExtendEachOtherBetweenTrims(t *testing.T) {
 			}
 			reqs := r.accepted(t)
 			db := sessionDB(t, r, "long")
-			rows, err := db.Query(`SELECT trimmed FROM events WHERE kind = 'usage' ORDER BY id`)
+			trimmed, err := eventInts(db, "trimmed", "usage")
 			must(t, err)
-			var trimmed []int
-			for rows.Next() {
-				var v int
-				must(t, rows.Scan(&v))
-				trimmed = append(trimmed, v)
-			}
-			rows.Close()
 			if len(trimmed) != len(reqs) {
 				t.Fatalf("%d usage events for %d requests", len(trimmed), len(reqs))
 			}

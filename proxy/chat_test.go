@@ -179,36 +179,6 @@ func (g *chatGen) body(n int, system bool) []byte {
 	return []byte(`{"model":"claude-sonnet-4-5","messages":[` + strings.Join(msgs, ",") + `],"stream":true}`)
 }
 
-// Random Chat agent conversations, sent one round trip at a time with low thresholds and
-// random forced trims: no view ever separates a call from its result, in either direction.
-func TestChatPairingNeverSplit(t *testing.T) {
-	trims := 0
-	for seed := int64(1); seed <= 7; seed++ {
-		rng := rand.New(rand.NewSource(seed))
-		g := &chatGen{rng: rng}
-		for n := 0; n < 3+rng.Intn(4); n++ {
-			g.turn(n)
-		}
-		e := newAdEnv(t, testSettings(300+rng.Intn(3000)))
-		sid := fmt.Sprintf("chat-pairs-%d", seed)
-		system := seed%2 == 0
-		for _, n := range g.sends {
-			orig := g.body(n, system)
-			res := e.send(t, adChat, adHeader(sid), orig, rng.Intn(5) == 0)
-			if res.trimmed == 2 {
-				trims++
-			}
-			chatInvariants(t, fmt.Sprintf("seed %d, %d messages", seed, n), orig, res.body)
-		}
-		if strings.Contains(e.logs.String(), "fail-open") {
-			t.Fatalf("seed %d: fail-open: %s", seed, e.logs.String())
-		}
-	}
-	if trims < 8 {
-		t.Fatalf("only %d trims: the conversations do not exercise the cut", trims)
-	}
-}
-
 // LiteLLM's thinking_blocks (signed Anthropic thinking) leave every kept assistant message
 // before the latest assistant run at trim time; reasoning_content stays; a message left
 // with nothing is dropped; the latest run goes out unchanged; an untrimmed request keeps
@@ -302,62 +272,6 @@ func TestChatThinkingBlocksStrip(t *testing.T) {
 			t.Fatalf("the strip point moved after the trim: %s", got)
 		}
 	})
-}
-
-// Chat rows (contract: Rows): user parts one row each, images as a placeholder; an
-// assistant message's thinking (thinking_blocks, else reasoning_content), text and calls
-// in that order, call arguments as compact JSON; a tool result named by its call; system
-// and developer messages never stored.
-func TestChatRows(t *testing.T) {
-	e := newAdEnv(t, testSettings(10_000_000))
-	body := []byte(`{"model":"gpt-5.4","messages":[` +
-		`{"role":"system","content":"sys"},{"role":"developer","content":"dev"},` +
-		`{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"https://x/y.png"}},{"type":"file","file":{"file_id":"f1"}}]},` +
-		`{"role":"assistant","content":"Sure.","reasoning_content":"rc","thinking_blocks":[{"type":"thinking","thinking":"tb1","signature":"s"},{"type":"redacted_thinking","data":"x"}],` +
-		`"tool_calls":[{"id":"c1","type":"function","function":{"name":"Grep","arguments":"{ \"pattern\" : \"a\\nb\", \"n\": 1.50 }"}},{"id":"c2","type":"function","function":{"name":"Raw","arguments":"not json"}}]},` +
-		`{"role":"tool","tool_call_id":"c2","content":"raw out"},{"role":"tool","tool_call_id":"c1","content":[{"type":"text","text":"l1"},{"type":"text","text":"l2"}]},` +
-		`{"role":"assistant","content":null,"reasoning_content":"only rc"},` +
-		`{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"refusal","refusal":"no"}]}]}`)
-	e.send(t, adChat, adHeader("chat-rows"), body, false)
-	got := adRows(t, e.root, "chat-rows")
-	want := []string{
-		"user/text/-/look", "user/text/-/[image]", "user/text/-/[document]",
-		"assistant/thinking/-/tb1", "assistant/text/-/Sure.",
-		`assistant/tool_use/Grep/{"pattern":"a\nb","n":1.50}`, "assistant/tool_use/Raw/not json",
-		"tool/tool_result/Raw/raw out", "tool/tool_result/Grep/l1\nl2",
-		"assistant/thinking/-/only rc",
-		"assistant/text/-/a", "assistant/text/-/no",
-	}
-	if strings.Join(got, "\n---\n") != strings.Join(want, "\n---\n") {
-		t.Fatalf("rows\n got %q\nwant %q", got, want)
-	}
-}
-
-// A Chat body the adapter cannot read goes upstream byte for byte, with exactly one
-// fail-open line each.
-func TestChatFailOpen(t *testing.T) {
-	up := newAdUpstream(t, nil)
-	h := newAdHTTP(t, testSettings(0), allOn{}, up.srv.URL)
-	for _, bad := range []string{
-		`{"model":"gpt-5.4","messages":[{"role":"user","content":"hi"}`, // truncated
-		`{"model":"gpt-5.4","messages":[{"role":"critic","content":"hi"}]}`,
-		`{"model":"gpt-5.4","messages":[{"role":"user","content":7}]}`,
-		`{"model":"gpt-5.4","messages":{"role":"user"}}`,
-		`{"model":"gpt-5.4","messages":[{"role":"user","content":"hi"}]} trailing`,
-	} {
-		before := strings.Count(h.logs.String(), "smarter-compact: fail-open")
-		r, _ := h.post(t, "/v1/chat/completions", []byte(bad), map[string]string{"X-Session-Id": "chat-bad"})
-		got := up.last(t)
-		if r.StatusCode != 200 || string(got.Body) != bad {
-			t.Errorf("%q: upstream got %q", bad, got.Body)
-		}
-		if n := strings.Count(h.logs.String(), "smarter-compact: fail-open") - before; n != 1 {
-			t.Errorf("%q: %d fail-open lines, want 1", bad, n)
-		}
-	}
-	if n := adRowCount(t, h.root, "chat-bad"); n != 0 {
-		t.Errorf("a failed-open request stored %d rows", n)
-	}
 }
 
 // The session id follows the contract's order of sources, then Codex's session-id and
@@ -465,43 +379,6 @@ func adUsage(t *testing.T, h *adHTTP, sid string) string {
 		return true
 	})
 	return got
-}
-
-// The usage tap on the Chat route (api-rules §7): the final chunk of a stream (the others
-// carry "usage": null) or the JSON body's usage; input excludes the cached tokens.
-func TestChatUsageTap(t *testing.T) {
-	const streamBody = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}],\"usage\":null}\n\n" +
-		"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":null}\n\n" +
-		"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":1200,\"completion_tokens\":7,\"total_tokens\":1207,\"prompt_tokens_details\":{\"cached_tokens\":1024}}}\n\n" +
-		"data: [DONE]\n\n"
-	const jsonBody = `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":900,"completion_tokens":12,"total_tokens":912,"prompt_tokens_details":{"cached_tokens":0,"cache_write_tokens":300}}}`
-	up := newAdUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
-		if strings.Contains(string(body), `"stream":true`) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			for _, part := range strings.SplitAfter(streamBody, "\n\n") {
-				io.WriteString(w, part)
-				w.(http.Flusher).Flush()
-			}
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, jsonBody)
-	})
-	h := newAdHTTP(t, testSettings(10_000_000), allOn{}, up.srv.URL)
-	r, b := h.post(t, "/v1/chat/completions", []byte(`{"model":"gpt-5.4","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`), map[string]string{"X-Session-Id": "chat-usage-s"})
-	if r.StatusCode != 200 || string(b) != streamBody {
-		t.Fatalf("the stream did not reach the client unchanged: %d %q", r.StatusCode, b)
-	}
-	if got, want := adUsage(t, h, "chat-usage-s"), "input=176 read=1024 write=NULL output=7 trimmed=0"; got != want {
-		t.Errorf("stream usage %s, want %s", got, want)
-	}
-	r, b = h.post(t, "/v1/chat/completions", []byte(`{"model":"gpt-5.4","messages":[{"role":"user","content":"hi"}]}`), map[string]string{"X-Session-Id": "chat-usage-j"})
-	if r.StatusCode != 200 || string(b) != jsonBody {
-		t.Fatalf("the body did not reach the client unchanged: %d %q", r.StatusCode, b)
-	}
-	if got, want := adUsage(t, h, "chat-usage-j"), "input=600 read=0 write=300 output=12 trimmed=0"; got != want {
-		t.Errorf("json usage %s, want %s", got, want)
-	}
 }
 
 // LiteLLM's Chat usage for an Anthropic model reports the cache split in top-level

@@ -125,3 +125,55 @@ func TestNewerSchemaIsLeftAloneAndTheRequestGoesOn(t *testing.T) {
 		t.Fatal("a database with a newer schema was modified")
 	}
 }
+
+// A body an OpenAI adapter cannot read goes upstream byte for byte, with exactly one
+// fail-open line each, and stores no rows:
+//   - chat: not JSON, a role the API does not have, content that is not a string or a list,
+//     messages that is not a list, data after the object.
+//   - responses: not JSON, instructions that are not a string, an item role the API does
+//     not have, input that is not a string or a list.
+//
+// TestChatFailOpen (chat_test.go) and TestResponsesFailOpen (responses_test.go) are its
+// cases chat and responses; the responses case now also checks the 200 and that no rows
+// were stored, as the chat case always did.
+func TestOpenAIFailOpen(t *testing.T) {
+	for _, tc := range []struct {
+		name, path string
+		hdr        map[string]string
+		sid        string
+		bad        []string
+	}{
+		{"chat", "/v1/chat/completions", map[string]string{"X-Session-Id": "chat-bad"}, "chat-bad", []string{
+			`{"model":"gpt-5.4","messages":[{"role":"user","content":"hi"}`, // truncated
+			`{"model":"gpt-5.4","messages":[{"role":"critic","content":"hi"}]}`,
+			`{"model":"gpt-5.4","messages":[{"role":"user","content":7}]}`,
+			`{"model":"gpt-5.4","messages":{"role":"user"}}`,
+			`{"model":"gpt-5.4","messages":[{"role":"user","content":"hi"}]} trailing`,
+		}},
+		{"responses", "/codex/responses", map[string]string{"Session_id": "resp-bad"}, "resp-bad", []string{
+			`{"model":"gpt-5.4","input":[{"role":"user","content":"hi"}]`,
+			`{"model":"gpt-5.4","instructions":["x"],"input":[{"role":"user","content":"hi"}]}`,
+			`{"model":"gpt-5.4","input":[{"type":"message","role":"tool","content":"hi"}]}`,
+			`{"model":"gpt-5.4","input":7}`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newAdUpstream(t, nil)
+			h := newAdHTTP(t, testSettings(0), allOn{}, up.srv.URL)
+			for _, bad := range tc.bad {
+				before := strings.Count(h.logs.String(), "smarter-compact: fail-open")
+				r, _ := h.post(t, tc.path, []byte(bad), tc.hdr)
+				got := up.last(t)
+				if r.StatusCode != 200 || string(got.Body) != bad {
+					t.Errorf("%q: upstream got %q", bad, got.Body)
+				}
+				if n := strings.Count(h.logs.String(), "smarter-compact: fail-open") - before; n != 1 {
+					t.Errorf("%q: %d fail-open lines, want 1", bad, n)
+				}
+			}
+			if n := adRowCount(t, h.root, tc.sid); n != 0 {
+				t.Errorf("a failed-open request stored %d rows", n)
+			}
+		})
+	}
+}

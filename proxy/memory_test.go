@@ -184,9 +184,7 @@ func TestSessionCacheBudgetUnderConcurrentRequests(t *testing.T) {
 //
 // Regression test from the first review of proxy/ (R1…R11 name its findings).
 func TestReviewFastPathCacheDoesNotPinEveryRequestBody(t *testing.T) {
-	root, err := store.Open(t.TempDir())
-	must(t, err)
-	defer root.Close()
+	root := openRoot(t)
 	s := DefaultSettings()
 	s.TrimAtTokens = 1 << 30 // never trim: only the cache is measured
 	s.CompressOverTokens = 0

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/smarter-compact/smarter-compact/store"
 )
 
 type noneOn struct{}
@@ -84,18 +82,11 @@ func TestReviewOversizedBodyIsForwardedWhole(t *testing.T) {
 		io.WriteString(w, `{"type":"error","error":{"type":"request_too_large","message":"too large"}}`)
 	}))
 	defer up.Close()
-	root, err := store.Open(t.TempDir())
-	must(t, err)
-	defer root.Close()
-	s := DefaultSettings()
-	s.Upstreams = map[string]string{"anthropic": up.URL}
-	p := New(s, allOn{}, root, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	srv := httptest.NewServer(p)
-	defer srv.Close()
+	r := rigWithUpstream(t, up.URL, 0)
 
 	pad := strings.Repeat("x", maxBody+4096)
 	body := []byte(`{"model":"claude-mythos-5-1","max_tokens":10,"messages":[{"role":"user","content":"` + pad + `"}]}`)
-	post(t, srv.URL+"/claude-code/v1/messages", body, map[string]string{"X-Claude-Code-Session-Id": "huge"})
+	post(t, r.srv.URL+"/claude-code/v1/messages", body, map[string]string{"X-Claude-Code-Session-Id": "huge"})
 	if got.Load() != int64(len(body)) {
 		t.Fatalf("upstream received %d bytes, the client sent %d: an oversized body was truncated, not forwarded as it came", got.Load(), len(body))
 	}

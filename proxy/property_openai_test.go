@@ -650,29 +650,15 @@ func checkOpenAIConversation(t *testing.T, name string, c propConv, fake *fakeup
 	}
 	defer db.Close()
 
-	var trimmed []int
-	rows, err := db.Query(`SELECT trimmed FROM events WHERE kind = 'usage' ORDER BY id`)
+	trimmed, err := eventInts(db, "trimmed", "usage")
 	if err != nil {
 		fail("events: %v", err)
 	}
-	for rows.Next() {
-		var v int
-		must(t, rows.Scan(&v))
-		trimmed = append(trimmed, v)
-	}
-	rows.Close()
 	if len(trimmed) != len(reqs) {
 		fail("%d usage events for %d requests", len(trimmed), len(reqs))
 	}
-	var trimDropped []int // the dropped count of each trim event, in order
-	rows, err = db.Query(`SELECT dropped FROM events WHERE kind = 'trim' ORDER BY id`)
+	trimDropped, err := eventInts(db, "dropped", "trim") // the dropped count of each trim event, in order
 	must(t, err)
-	for rows.Next() {
-		var v int
-		must(t, rows.Scan(&v))
-		trimDropped = append(trimDropped, v)
-	}
-	rows.Close()
 	binds := bindsThinkingToPrefix(c.model, nil)
 	signed := strings.Contains(strings.ToLower(c.model), "claude")
 
@@ -865,7 +851,7 @@ func checkOpenAIConversation(t *testing.T, name string, c propConv, fake *fakeup
 	}
 
 	want := expectedRows(t, c.format, history)
-	rows, err = db.Query(`SELECT role, kind, coalesce(name, ''), text, in_context, thread FROM messages ORDER BY seq`)
+	rows, err := db.Query(`SELECT role, kind, coalesce(name, ''), text, in_context, thread FROM messages ORDER BY seq`)
 	must(t, err)
 	var got []expectedRow
 	var inCtx []bool

@@ -151,6 +151,25 @@ func sessionDB(t testing.TB, r *rig, sid string) *sql.DB {
 	return db
 }
 
+// eventInts returns the integer column of each event of kind in db, in id order (column is
+// a column name of the events table).
+func eventInts(db *sql.DB, column, kind string) ([]int, error) {
+	rows, err := db.Query(`SELECT `+column+` FROM events WHERE kind = ? ORDER BY id`, kind)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 func TestTrimsAClaudeCodeSessionThroughTheStrictFake(t *testing.T) {
 	for _, model := range []string{"claude-opus-5-5", "claude-mythos-5-1"} {
 		t.Run(model, func(t *testing.T) {
@@ -301,9 +320,7 @@ func TestPassThrough(t *testing.T) {
 		io.WriteString(w, `{"input_tokens":12}`)
 	}))
 	defer up.Close()
-	root, err := store.Open(t.TempDir())
-	must(t, err)
-	defer root.Close()
+	root := openRoot(t)
 	s := DefaultSettings()
 	s.Upstreams = map[string]string{"anthropic": up.URL}
 	logs := &logBuf{}
@@ -311,6 +328,11 @@ func TestPassThrough(t *testing.T) {
 	srv := httptest.NewServer(p)
 	defer srv.Close()
 
+	upstreamBody := func() string { // the body of the upstream's latest request
+		got.Lock()
+		defer got.Unlock()
+		return string(got.body)
+	}
 	send := func(path, body string, hdr map[string]string) *http.Response {
 		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
 		for k, v := range hdr {
@@ -345,9 +367,7 @@ func TestPassThrough(t *testing.T) {
 	t.Run("count_tokens sees the model's view and stores nothing", func(t *testing.T) {
 		resp := send("/claude-code/v1/messages/count_tokens", body, map[string]string{"X-Claude-Code-Session-Id": "count-only"})
 		resp.Body.Close()
-		got.Lock()
-		gb := string(got.body)
-		got.Unlock()
+		gb := upstreamBody()
 		if !strings.Contains(gb, StandingInstruction[:40]) {
 			t.Fatalf("count_tokens did not get the standing instruction: %q", gb)
 		}
@@ -367,9 +387,7 @@ func TestPassThrough(t *testing.T) {
 		bad := `{"model":"x","messages":[{"role":"user","content":"hi"}` // truncated
 		resp := send("/claude-code/v1/messages", bad, nil)
 		resp.Body.Close()
-		got.Lock()
-		gb := string(got.body)
-		got.Unlock()
+		gb := upstreamBody()
 		if gb != bad {
 			t.Fatalf("upstream got %q, want the original bytes", gb)
 		}
@@ -381,9 +399,7 @@ func TestPassThrough(t *testing.T) {
 		for _, b := range []string{`[1,2]`, `{"messages":"x"}`, `{"messages":[{"role":"tool","content":"x"}]}`, `{"messages":[{"role":"user","content":7}]}`} {
 			resp := send("/claude-code/v1/messages", b, nil)
 			resp.Body.Close()
-			got.Lock()
-			gb := string(got.body)
-			got.Unlock()
+			gb := upstreamBody()
 			if gb != b {
 				t.Errorf("upstream got %q, want %q unchanged", gb, b)
 			}
@@ -392,9 +408,7 @@ func TestPassThrough(t *testing.T) {
 	t.Run("an agent with trimming off is a pure pass-through", func(t *testing.T) {
 		resp := send("/v1/messages", body, nil) // no agent prefix, no Claude Code headers: agent unknown, off
 		resp.Body.Close()
-		got.Lock()
-		gb := string(got.body)
-		got.Unlock()
+		gb := upstreamBody()
 		if gb != body {
 			t.Fatalf("upstream got %q", gb)
 		}

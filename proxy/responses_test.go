@@ -2,12 +2,9 @@ package proxy
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -190,44 +187,6 @@ func (g *respGen) turn(k int) {
 	}
 }
 
-// Random Responses conversations (Codex-shaped, OpenAI and Claude models, the openai and
-// codex families, with and without instructions), one round trip at a time with low
-// thresholds and random forced trims: every view pairs calls and outputs both ways, never
-// ends on or orphans a reasoning item, and drops the id of an item whose reasoning is gone.
-func TestResponsesPairingAndLinkage(t *testing.T) {
-	trims := 0
-	for seed := int64(1); seed <= 7; seed++ {
-		rng := rand.New(rand.NewSource(seed))
-		g := &respGen{rng: rng}
-		for k := 0; k < 3+rng.Intn(4); k++ {
-			g.turn(k)
-		}
-		model := []string{"gpt-5.4", "claude-sonnet-4-5", "gpt-5.3-codex", "claude-opus-5-5"}[seed%4]
-		tg := []target{adResponses, adCodex}[rng.Intn(2)]
-		instr := ""
-		if rng.Intn(2) == 0 {
-			instr = `"instructions":"You are Codex.",`
-		}
-		e := newAdEnv(t, testSettings(300+rng.Intn(3000)))
-		sid := fmt.Sprintf("resp-pairs-%d", seed)
-		for _, n := range g.sends {
-			orig := []byte(`{"model":"` + model + `",` + instr + `"input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"perm"}]},` +
-				strings.Join(g.items[:n], ",") + `],"store":false,"stream":true}`)
-			res := e.send(t, tg, adHeader(sid), orig, rng.Intn(5) == 0)
-			if res.trimmed == 2 {
-				trims++
-			}
-			respInvariants(t, fmt.Sprintf("seed %d (%s), %d items", seed, model, n), orig, res.body)
-		}
-		if strings.Contains(e.logs.String(), "fail-open") {
-			t.Fatalf("seed %d: fail-open: %s", seed, e.logs.String())
-		}
-	}
-	if trims < 8 {
-		t.Fatalf("only %d trims: the conversations do not exercise the cut", trims)
-	}
-}
-
 // respIDs summarizes a view: each item as type[:id], reasoning by its id.
 func respIDs(t testing.TB, body []byte) string {
 	var out []string
@@ -402,48 +361,6 @@ func TestResponsesPassThroughUntouched(t *testing.T) {
 	}
 }
 
-// Responses rows (contract: Rows; decisions of issue 4): user parts, reasoning summary
-// text, assistant output text, calls with compact JSON arguments (a namespaced call named
-// NS__name), custom tool input as sent, local shell action as compact JSON, outputs named
-// by their call; server-side tools and unknown items as compact JSON text; developer and
-// system items never stored.
-func TestResponsesRows(t *testing.T) {
-	e := newAdEnv(t, testSettings(10_000_000))
-	body := []byte(`{"model":"gpt-5.4","input":[` +
-		`{"type":"message","role":"developer","content":"dev"},{"role":"system","content":"sys"},` +
-		`{"role":"user","content":[{"type":"input_text","text":"look"},{"type":"input_image","image_url":"https://x/y.png"},{"type":"input_file","file_id":"f"}]},` +
-		`{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"**Plan**"},{"type":"summary_text","text":"then act"}],"encrypted_content":"e"},` +
-		`{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Sure.","annotations":[]}]},` +
-		`{"type":"function_call","id":"fc_1","call_id":"c1","namespace":"mcp__fs","name":"read_file","arguments":"{ \"path\" : \"a\" }"},` +
-		`{"type":"custom_tool_call","call_id":"c2","name":"apply_patch","input":"*** Begin Patch\n*** End Patch"},` +
-		`{"type":"local_shell_call","call_id":"c3","status":"completed","action":{"type":"exec","command":["ls", "-l"]}},` +
-		`{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"go"}},` +
-		`{"type":"function_call_output","call_id":"c1","output":[{"type":"input_text","text":"p1"},{"type":"input_text","text":"p2"}]},` +
-		`{"type":"custom_tool_call_output","call_id":"c2","output":"Done!"},` +
-		`{"type":"function_call_output","call_id":"c3","output":"total 0"},` +
-		`{"type":"item_reference","id":"msg_0"},` +
-		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"All done."}]}]}`)
-	e.send(t, adResponses, adHeader("resp-rows"), body, false)
-	got := adRows(t, e.root, "resp-rows")
-	want := []string{
-		"user/text/-/look", "user/text/-/[image]", "user/text/-/[document]",
-		"assistant/thinking/-/**Plan**\nthen act",
-		"assistant/text/-/Sure.",
-		`assistant/tool_use/mcp__fs__read_file/{"path":"a"}`,
-		"assistant/tool_use/apply_patch/*** Begin Patch\n*** End Patch",
-		`assistant/tool_use/local_shell/{"type":"exec","command":["ls","-l"]}`,
-		`assistant/text/-/{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"go"}}`,
-		"tool/tool_result/mcp__fs__read_file/p1\np2",
-		"tool/tool_result/apply_patch/Done!",
-		"tool/tool_result/local_shell/total 0",
-		`assistant/text/-/{"type":"item_reference","id":"msg_0"}`,
-		"assistant/text/-/All done.",
-	}
-	if strings.Join(got, "\n---\n") != strings.Join(want, "\n---\n") {
-		t.Fatalf("rows\n got %q\nwant %q", got, want)
-	}
-}
-
 // The output of a local shell call as the Responses API types it (openai-python
 // response_input_item_param.py, LocalShellCallOutput): it names its call in "id" ("The
 // unique ID of the local shell tool call generated by the model", the call's call_id), not
@@ -483,82 +400,6 @@ func TestResponsesKeptReasoningRowStaysInContext(t *testing.T) {
 	must(t, adDB(t, e.root, "kept-rs").QueryRow(`SELECT in_context FROM messages WHERE text = 'first look'`).Scan(&inCtx))
 	if inCtx != 1 {
 		t.Fatalf("the reasoning row the view still sends has in_context = %d", inCtx)
-	}
-}
-
-// The usage tap on the Responses route (api-rules §7): response.completed's usage in a
-// stream (other events' usage ignored), the body's usage otherwise; input excludes the
-// cached tokens.
-func TestResponsesUsageTap(t *testing.T) {
-	const stream = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"usage\":null}}\n\n" +
-		"event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"response\":{\"id\":\"resp_1\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n" +
-		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n" +
-		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"usage\":{\"input_tokens\":5000,\"input_tokens_details\":{\"cached_tokens\":4096},\"output_tokens\":42,\"output_tokens_details\":{\"reasoning_tokens\":30},\"total_tokens\":5042}}}\n\n"
-	const jsonBody = `{"id":"resp_2","object":"response","status":"completed","output":[],"usage":{"input_tokens":800,"input_tokens_details":{"cached_tokens":0},"output_tokens":9,"total_tokens":809}}`
-	up := newAdUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
-		if bytes.Contains(body, []byte(`resp-usage-gz`)) {
-			// a compressed stream: the tap reads it after the end
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Header().Set("Content-Encoding", "gzip")
-			zw := gzip.NewWriter(w)
-			io.WriteString(zw, stream)
-			zw.Close()
-			return
-		}
-		if bytes.Contains(body, []byte(`"stream":true`)) {
-			w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-			for _, part := range strings.SplitAfter(stream, "\n\n") {
-				io.WriteString(w, part)
-				w.(http.Flusher).Flush()
-			}
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, jsonBody)
-	})
-	h := newAdHTTP(t, testSettings(10_000_000), allOn{}, up.srv.URL)
-	r, b := h.post(t, "/codex/responses", []byte(`{"model":"gpt-5.4","input":"hi","stream":true,"prompt_cache_key":"resp-usage-s"}`), nil)
-	if r.StatusCode != 200 || string(b) != stream {
-		t.Fatalf("the stream did not reach the client unchanged: %d %q", r.StatusCode, b)
-	}
-	if got, want := adUsage(t, h, "resp-usage-s"), "input=904 read=4096 write=NULL output=42 trimmed=0"; got != want {
-		t.Errorf("stream usage %s, want %s", got, want)
-	}
-	r, b = h.post(t, "/v1/responses", []byte(`{"model":"gpt-5.4","input":"hi","prompt_cache_key":"resp-usage-j"}`), nil)
-	if r.StatusCode != 200 || string(b) != jsonBody {
-		t.Fatalf("the body did not reach the client unchanged: %d %q", r.StatusCode, b)
-	}
-	if got, want := adUsage(t, h, "resp-usage-j"), "input=800 read=0 write=NULL output=9 trimmed=0"; got != want {
-		t.Errorf("json usage %s, want %s", got, want)
-	}
-	r, b = h.post(t, "/codex/responses", []byte(`{"model":"gpt-5.4","input":"hi","stream":true,"prompt_cache_key":"resp-usage-gz"}`), nil)
-	if r.StatusCode != 200 || string(b) != stream {
-		t.Fatalf("the gzip stream did not reach the client unchanged: %d %q", r.StatusCode, b)
-	}
-	if got, want := adUsage(t, h, "resp-usage-gz"), "input=904 read=4096 write=NULL output=42 trimmed=0"; got != want {
-		t.Errorf("gzip stream usage %s, want %s", got, want)
-	}
-}
-
-// A Responses body the adapter cannot read goes upstream byte for byte with one fail-open
-// line: not JSON, instructions that are not a string, an item role the API does not have.
-func TestResponsesFailOpen(t *testing.T) {
-	up := newAdUpstream(t, nil)
-	h := newAdHTTP(t, testSettings(0), allOn{}, up.srv.URL)
-	for _, bad := range []string{
-		`{"model":"gpt-5.4","input":[{"role":"user","content":"hi"}]`,
-		`{"model":"gpt-5.4","instructions":["x"],"input":[{"role":"user","content":"hi"}]}`,
-		`{"model":"gpt-5.4","input":[{"type":"message","role":"tool","content":"hi"}]}`,
-		`{"model":"gpt-5.4","input":7}`,
-	} {
-		before := strings.Count(h.logs.String(), "smarter-compact: fail-open")
-		h.post(t, "/codex/responses", []byte(bad), map[string]string{"Session_id": "resp-bad"})
-		if got := up.last(t); string(got.Body) != bad {
-			t.Errorf("%q: upstream got %q", bad, got.Body)
-		}
-		if n := strings.Count(h.logs.String(), "smarter-compact: fail-open") - before; n != 1 {
-			t.Errorf("%q: %d fail-open lines, want 1", bad, n)
-		}
 	}
 }
 

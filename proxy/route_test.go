@@ -7,8 +7,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // Every prefix the listener mounts (RoutePrefixes) reaches a route of routeFor, with and
@@ -43,9 +41,7 @@ func TestAgentUpstreamOverride(t *testing.T) {
 		return s
 	}
 	family, gateway, codexGW := hit("family"), hit("claude-gateway"), hit("codex-gateway")
-	root, err := store.Open(t.TempDir())
-	must(t, err)
-	defer root.Close()
+	root := openRoot(t)
 	s := DefaultSettings()
 	s.Upstreams = map[string]string{"anthropic": family.URL, "openai": family.URL, "codex": family.URL}
 	s.AgentUpstreams = map[string]map[string]string{

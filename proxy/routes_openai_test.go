@@ -350,9 +350,7 @@ func TestOpenAIErrorEnvelopes(t *testing.T) {
 		}
 	})
 	t.Run("no upstream configured is a 502", func(t *testing.T) {
-		root, err := store.Open(t.TempDir())
-		must(t, err)
-		defer root.Close()
+		root := openRoot(t)
 		s := testSettings(0)
 		s.Upstreams = map[string]string{"anthropic": "http://127.0.0.1:1"}
 		p := New(s, allOn{}, root, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -494,3 +494,79 @@ func TestParityFallbackSessionID(t *testing.T) {
 		t.Fatalf("fallback session ids differ: anthropic %s, chat %s, responses %s", sids[0], sids[1], sids[2])
 	}
 }
+
+// The rows an OpenAI adapter stores for a hand-written request (contract: Rows), one case
+// a format:
+//   - chat: user parts one row each, images as a placeholder; an assistant message's
+//     thinking (thinking_blocks, else reasoning_content), text and calls in that order, call
+//     arguments as compact JSON; a tool result named by its call; system and developer
+//     messages never stored.
+//   - responses (decisions of issue 4): user parts, reasoning summary text, assistant
+//     output text, calls with compact JSON arguments (a namespaced call named NS__name),
+//     custom tool input as sent, local shell action as compact JSON, outputs named by their
+//     call; server-side tools and unknown items as compact JSON text; developer and system
+//     items never stored.
+//
+// TestChatRows (chat_test.go) and TestResponsesRows (responses_test.go) are its cases chat
+// and responses.
+func TestOpenAIRows(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		target target
+		sid    string
+		body   []byte
+		want   []string
+	}{
+		{"chat", adChat, "chat-rows", []byte(`{"model":"gpt-5.4","messages":[` +
+			`{"role":"system","content":"sys"},{"role":"developer","content":"dev"},` +
+			`{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"https://x/y.png"}},{"type":"file","file":{"file_id":"f1"}}]},` +
+			`{"role":"assistant","content":"Sure.","reasoning_content":"rc","thinking_blocks":[{"type":"thinking","thinking":"tb1","signature":"s"},{"type":"redacted_thinking","data":"x"}],` +
+			`"tool_calls":[{"id":"c1","type":"function","function":{"name":"Grep","arguments":"{ \"pattern\" : \"a\\nb\", \"n\": 1.50 }"}},{"id":"c2","type":"function","function":{"name":"Raw","arguments":"not json"}}]},` +
+			`{"role":"tool","tool_call_id":"c2","content":"raw out"},{"role":"tool","tool_call_id":"c1","content":[{"type":"text","text":"l1"},{"type":"text","text":"l2"}]},` +
+			`{"role":"assistant","content":null,"reasoning_content":"only rc"},` +
+			`{"role":"assistant","content":[{"type":"text","text":"a"},{"type":"refusal","refusal":"no"}]}]}`), []string{
+			"user/text/-/look", "user/text/-/[image]", "user/text/-/[document]",
+			"assistant/thinking/-/tb1", "assistant/text/-/Sure.",
+			`assistant/tool_use/Grep/{"pattern":"a\nb","n":1.50}`, "assistant/tool_use/Raw/not json",
+			"tool/tool_result/Raw/raw out", "tool/tool_result/Grep/l1\nl2",
+			"assistant/thinking/-/only rc",
+			"assistant/text/-/a", "assistant/text/-/no",
+		}},
+		{"responses", adResponses, "resp-rows", []byte(`{"model":"gpt-5.4","input":[` +
+			`{"type":"message","role":"developer","content":"dev"},{"role":"system","content":"sys"},` +
+			`{"role":"user","content":[{"type":"input_text","text":"look"},{"type":"input_image","image_url":"https://x/y.png"},{"type":"input_file","file_id":"f"}]},` +
+			`{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"**Plan**"},{"type":"summary_text","text":"then act"}],"encrypted_content":"e"},` +
+			`{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Sure.","annotations":[]}]},` +
+			`{"type":"function_call","id":"fc_1","call_id":"c1","namespace":"mcp__fs","name":"read_file","arguments":"{ \"path\" : \"a\" }"},` +
+			`{"type":"custom_tool_call","call_id":"c2","name":"apply_patch","input":"*** Begin Patch\n*** End Patch"},` +
+			`{"type":"local_shell_call","call_id":"c3","status":"completed","action":{"type":"exec","command":["ls", "-l"]}},` +
+			`{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"go"}},` +
+			`{"type":"function_call_output","call_id":"c1","output":[{"type":"input_text","text":"p1"},{"type":"input_text","text":"p2"}]},` +
+			`{"type":"custom_tool_call_output","call_id":"c2","output":"Done!"},` +
+			`{"type":"function_call_output","call_id":"c3","output":"total 0"},` +
+			`{"type":"item_reference","id":"msg_0"},` +
+			`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"All done."}]}]}`), []string{
+			"user/text/-/look", "user/text/-/[image]", "user/text/-/[document]",
+			"assistant/thinking/-/**Plan**\nthen act",
+			"assistant/text/-/Sure.",
+			`assistant/tool_use/mcp__fs__read_file/{"path":"a"}`,
+			"assistant/tool_use/apply_patch/*** Begin Patch\n*** End Patch",
+			`assistant/tool_use/local_shell/{"type":"exec","command":["ls","-l"]}`,
+			`assistant/text/-/{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"go"}}`,
+			"tool/tool_result/mcp__fs__read_file/p1\np2",
+			"tool/tool_result/apply_patch/Done!",
+			"tool/tool_result/local_shell/total 0",
+			`assistant/text/-/{"type":"item_reference","id":"msg_0"}`,
+			"assistant/text/-/All done.",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newAdEnv(t, testSettings(10_000_000))
+			e.send(t, tc.target, adHeader(tc.sid), tc.body, false)
+			got := adRows(t, e.root, tc.sid)
+			if strings.Join(got, "\n---\n") != strings.Join(tc.want, "\n---\n") {
+				t.Fatalf("rows\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // A request that waits for a rewrite slot longer than the idle timeout gets a 504 in the
@@ -18,11 +16,7 @@ import (
 func TestSlotWaitPastIdleTimeoutAnswers504(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{}`) }))
 	defer up.Close()
-	root, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := openRoot(t)
 	// In a synctest bubble the slot wait, the idle timer and the second that holds the slots
 	// run on the bubble's clock. The request goes to ServeHTTP directly: it never reaches
 	// the upstream, and a socket would not let the bubble's clock advance.

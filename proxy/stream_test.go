@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // The stream reaches the client event by event: the upstream sends its second event only
@@ -105,9 +103,7 @@ func waitFor(t *testing.T, ok func() bool) {
 }
 
 func rigWithUpstream(t *testing.T, url string, idle time.Duration) *rig {
-	root, err := store.Open(t.TempDir())
-	must(t, err)
-	t.Cleanup(func() { root.Close() })
+	root := openRoot(t)
 	s := DefaultSettings()
 	s.Upstreams = map[string]string{"anthropic": url}
 	if idle > 0 {
@@ -128,9 +124,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 func TestRewriteGolden(t *testing.T) {
 	in, err := os.ReadFile("testdata/rewrite_in.json")
 	must(t, err)
-	root, err := store.Open(t.TempDir())
-	must(t, err)
-	defer root.Close()
+	root := openRoot(t)
 	p := New(testSettings(1_000_000), allOn{}, root, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	p.now = func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) }
 	must(t, root.SetForce("golden"))

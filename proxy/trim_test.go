@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"math/rand"
 	"net/http"
 	"strings"
 	"testing"
@@ -280,5 +281,86 @@ func TestForceFlagTrimsBelowTheThresholdAndIsDeleted(t *testing.T) {
 	must(t, sessionDB(t, r, "forced").QueryRow(`SELECT count(*) FROM events WHERE kind='trim'`).Scan(&trims))
 	if trims != 1 {
 		t.Fatalf("%d trim events, want 1", trims)
+	}
+}
+
+// pairingConvo is one seed's generated conversation in an OpenAI format, ready to send one
+// round trip at a time.
+type pairingConvo struct {
+	tg    target
+	sends []int              // the sizes of the requests, in order
+	body  func(n int) []byte // the request of the first n messages or items
+	label func(n int) string // names that request in a failure
+}
+
+// Random agent conversations in the Chat and Responses formats, one round trip at a time
+// with low thresholds and random forced trims, one case a format:
+//   - chat: no view ever separates a call from its result, in either direction.
+//   - responses (Codex-shaped, OpenAI and Claude models, the openai and codex families, with
+//     and without instructions): every view pairs calls and outputs both ways, never ends on
+//     or orphans a reasoning item, and drops the id of an item whose reasoning is gone.
+//
+// TestChatPairingNeverSplit (chat_test.go) and TestResponsesPairingAndLinkage
+// (responses_test.go) are its cases chat and responses; each case draws from its seed's
+// generator in the order its test did, so the conversations are the same.
+func TestOpenAIPairing(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		sid        string // session id format, of the seed
+		gen        func(seed int64, rng *rand.Rand) pairingConvo
+		invariants func(t testing.TB, label string, orig, body []byte)
+	}{
+		{"chat", "chat-pairs-%d", func(seed int64, rng *rand.Rand) pairingConvo {
+			g := &chatGen{rng: rng}
+			for n := 0; n < 3+rng.Intn(4); n++ {
+				g.turn(n)
+			}
+			system := seed%2 == 0
+			return pairingConvo{adChat, g.sends,
+				func(n int) []byte { return g.body(n, system) },
+				func(n int) string { return fmt.Sprintf("seed %d, %d messages", seed, n) }}
+		}, chatInvariants},
+		{"responses", "resp-pairs-%d", func(seed int64, rng *rand.Rand) pairingConvo {
+			g := &respGen{rng: rng}
+			for k := 0; k < 3+rng.Intn(4); k++ {
+				g.turn(k)
+			}
+			model := []string{"gpt-5.4", "claude-sonnet-4-5", "gpt-5.3-codex", "claude-opus-5-5"}[seed%4]
+			tg := []target{adResponses, adCodex}[rng.Intn(2)]
+			instr := ""
+			if rng.Intn(2) == 0 {
+				instr = `"instructions":"You are Codex.",`
+			}
+			return pairingConvo{tg, g.sends,
+				func(n int) []byte {
+					return []byte(`{"model":"` + model + `",` + instr + `"input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"perm"}]},` +
+						strings.Join(g.items[:n], ",") + `],"store":false,"stream":true}`)
+				},
+				func(n int) string { return fmt.Sprintf("seed %d (%s), %d items", seed, model, n) }}
+		}, respInvariants},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			trims := 0
+			for seed := int64(1); seed <= 7; seed++ {
+				rng := rand.New(rand.NewSource(seed))
+				c := tc.gen(seed, rng)
+				e := newAdEnv(t, testSettings(300+rng.Intn(3000)))
+				sid := fmt.Sprintf(tc.sid, seed)
+				for _, n := range c.sends {
+					orig := c.body(n)
+					res := e.send(t, c.tg, adHeader(sid), orig, rng.Intn(5) == 0)
+					if res.trimmed == 2 {
+						trims++
+					}
+					tc.invariants(t, c.label(n), orig, res.body)
+				}
+				if strings.Contains(e.logs.String(), "fail-open") {
+					t.Fatalf("seed %d: fail-open: %s", seed, e.logs.String())
+				}
+			}
+			if trims < 8 {
+				t.Fatalf("only %d trims: the conversations do not exercise the cut", trims)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -51,77 +52,88 @@ func TestQueuedWritesLandInOrderBeforeAReader(t *testing.T) {
 }
 
 // A full queue makes the caller wait for room, and gives up with ErrQueueFull after
-// queueWait: a stuck store fails the write instead of holding the request.
+// queueWait: a stuck store fails the write instead of holding the request. It runs in a
+// synctest bubble: the root, its queue's channels and timers are made inside it, so the
+// two-second wait passes on the bubble's clock, and synctest.Wait says when the second
+// caller is blocked waiting for room (SQLite's cgo calls are not durably blocking; the
+// bubble's clock only moves once they have returned).
 func TestFullQueueWaitsThenGivesUp(t *testing.T) {
-	r := newRoot(t)
-	d := mustSession(t, r, "full")
-	release := make(chan struct{})
-	for range maxQueued {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRoot(t)
+		d := mustSession(t, r, "full")
+		release := make(chan struct{})
+		for range maxQueued {
+			if err := d.later(func() { <-release }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := time.Now()
+		got := make(chan error, 1)
+		d.SyncRowsLater(chain([4]string{"user", "text", "", "late"}), time.Now(), func(_ SyncResult, err error) { got <- err })
+		if err := <-got; !errors.Is(err, ErrQueueFull) {
+			t.Fatalf("a write past a full, stuck queue got %v, want ErrQueueFull", err)
+		}
+		if waited := time.Since(start); waited < queueWait {
+			t.Fatalf("gave up after %s, want a wait of %s first", waited, queueWait)
+		}
+		// room comes back as soon as a job ends
+		queued := make(chan struct{})
+		go func() {
+			d.SyncRowsLater(chain([4]string{"user", "text", "", "in time"}), time.Now(), nil)
+			close(queued)
+		}()
+		synctest.Wait() // the caller waits for room
+		close(release)
+		select {
+		case <-queued:
+		case <-time.After(queueWait):
+			t.Fatal("the caller still waits after the queue moved")
+		}
+		d.Settle()
+		if n := queryInt(t, otherConn(t, d.Path(), "mode=ro"), "SELECT count(*) FROM messages"); n != 1 {
+			t.Fatalf("%d rows stored, want only the one queued in time", n)
+		}
+	})
+}
+
+// Settle waits for the jobs queued before it, not for a queue that keeps filling. In a
+// synctest bubble the jobs' 5 ms, the 50 ms of feeding before the first job ends and the
+// 3 s limit are on the bubble's clock: the feeder blocks on the full queue, so the clock
+// moves, and no run depends on how fast this machine is.
+func TestSettleIsNotStarvedByLaterJobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRoot(t)
+		d := mustSession(t, r, "starve")
+		release := make(chan struct{})
 		if err := d.later(func() { <-release }); err != nil {
 			t.Fatal(err)
 		}
-	}
-	start := time.Now()
-	got := make(chan error, 1)
-	d.SyncRowsLater(chain([4]string{"user", "text", "", "late"}), time.Now(), func(_ SyncResult, err error) { got <- err })
-	if err := <-got; !errors.Is(err, ErrQueueFull) {
-		t.Fatalf("a write past a full, stuck queue got %v, want ErrQueueFull", err)
-	}
-	if waited := time.Since(start); waited < queueWait {
-		t.Fatalf("gave up after %s, want a wait of %s first", waited, queueWait)
-	}
-	// room comes back as soon as a job ends
-	queued := make(chan struct{})
-	go func() {
-		d.SyncRowsLater(chain([4]string{"user", "text", "", "in time"}), time.Now(), nil)
-		close(queued)
-	}()
-	time.Sleep(100 * time.Millisecond)
-	close(release)
-	select {
-	case <-queued:
-	case <-time.After(queueWait):
-		t.Fatal("the caller still waits after the queue moved")
-	}
-	d.Settle()
-	if n := queryInt(t, otherConn(t, d.Path(), "mode=ro"), "SELECT count(*) FROM messages"); n != 1 {
-		t.Fatalf("%d rows stored, want only the one queued in time", n)
-	}
-}
-
-// Settle waits for the jobs queued before it, not for a queue that keeps filling.
-func TestSettleIsNotStarvedByLaterJobs(t *testing.T) {
-	r := newRoot(t)
-	d := mustSession(t, r, "starve")
-	release := make(chan struct{})
-	if err := d.later(func() { <-release }); err != nil {
-		t.Fatal(err)
-	}
-	settled := make(chan struct{})
-	go func() { d.Settle(); close(settled) }()
-	stop := make(chan struct{})
-	feeding := make(chan struct{})
-	go func() {
-		defer close(feeding)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+		settled := make(chan struct{})
+		go func() { d.Settle(); close(settled) }()
+		stop := make(chan struct{})
+		feeding := make(chan struct{})
+		go func() {
+			defer close(feeding)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = d.later(func() { time.Sleep(5 * time.Millisecond) })
 			}
-			_ = d.later(func() { time.Sleep(5 * time.Millisecond) })
+		}()
+		time.Sleep(50 * time.Millisecond)
+		close(release)
+		select {
+		case <-settled:
+		case <-time.After(3 * time.Second):
+			t.Error("Settle still waits while later jobs keep coming")
 		}
-	}()
-	time.Sleep(50 * time.Millisecond)
-	close(release)
-	select {
-	case <-settled:
-	case <-time.After(3 * time.Second):
-		t.Error("Settle still waits while later jobs keep coming")
-	}
-	close(stop)
-	<-feeding
-	<-settled
+		close(stop)
+		<-feeding
+		<-settled
+	})
 }
 
 // A queued write that panics fails open: its caller hears of it and the queue goes on.

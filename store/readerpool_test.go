@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -246,55 +247,60 @@ func TestPooledReaderDeletedSession(t *testing.T) {
 
 // TestSweepClosesPooledReader: retention closes a session's pooled reader before deleting
 // its files, waiting for a handle still open on it; Windows refuses to delete open files.
+// Each case runs in a synctest bubble, so the 100 ms the handle stays open and the sweep's
+// wait for it are on the bubble's clock; the sweep is given the real time, which the
+// files' mtimes are set from.
 func TestSweepClosesPooledReader(t *testing.T) {
 	for _, busy := range []bool{false, true} {
 		t.Run(fmt.Sprintf("busy %v", busy), func(t *testing.T) {
-			now := time.Now()
-			r := newRoot(t)
-			d := mustSession(t, r, "gone")
-			if _, err := d.SyncRows(chain([4]string{"user", "text", "", "x"}), now); err != nil {
-				t.Fatal(err)
-			}
-			sr := shared(t, r, "gone")
-			var held *Reader
-			if busy {
-				held = mustReader(t, r, "gone")
-			}
-			for _, s := range []string{".db", ".db-wal", ".db-shm"} {
-				age(t, d.Path()[:len(d.Path())-3]+s, now.AddDate(0, 0, -40))
-			}
-			released := make(chan time.Time, 1)
-			if busy {
-				go func() {
-					time.Sleep(100 * time.Millisecond)
-					released <- time.Now()
-					_ = held.Close()
-				}()
-			}
-			rep, err := r.Sweep(30, now)
-			if err != nil || !reflect.DeepEqual(rep.SessionsDeleted, []string{"gone"}) {
-				t.Fatalf("Sweep = %+v, %v", rep, err)
-			}
-			select {
-			case <-sr.done:
-			default:
-				t.Error("the pooled reader is still open after the sweep")
-			}
-			if busy {
+			now := time.Now() // the files' clock: the sweep compares their mtimes with it
+			synctest.Test(t, func(t *testing.T) {
+				r := newRoot(t)
+				d := mustSession(t, r, "gone")
+				if _, err := d.SyncRows(chain([4]string{"user", "text", "", "x"}), now); err != nil {
+					t.Fatal(err)
+				}
+				sr := shared(t, r, "gone")
+				var held *Reader
+				if busy {
+					held = mustReader(t, r, "gone")
+				}
+				for _, s := range []string{".db", ".db-wal", ".db-shm"} {
+					age(t, d.Path()[:len(d.Path())-3]+s, now.AddDate(0, 0, -40))
+				}
+				released := make(chan time.Time, 1)
+				if busy {
+					go func() {
+						time.Sleep(100 * time.Millisecond)
+						released <- time.Now()
+						_ = held.Close()
+					}()
+				}
+				rep, err := r.Sweep(30, now)
+				if err != nil || !reflect.DeepEqual(rep.SessionsDeleted, []string{"gone"}) {
+					t.Fatalf("Sweep = %+v, %v", rep, err)
+				}
 				select {
-				case <-released:
+				case <-sr.done:
 				default:
-					t.Error("the sweep did not wait for the open handle")
+					t.Error("the pooled reader is still open after the sweep")
 				}
-			}
-			for _, s := range []string{".db", ".db-wal", ".db-shm"} {
-				if p := filepath.Join(r.Dir(), "sessions", "gone"+s); exists(p) {
-					t.Errorf("%s survived", p)
+				if busy {
+					select {
+					case <-released:
+					default:
+						t.Error("the sweep did not wait for the open handle")
+					}
 				}
-			}
-			if r.readers.size() != 0 {
-				t.Errorf("pool holds %d readers", r.readers.size())
-			}
+				for _, s := range []string{".db", ".db-wal", ".db-shm"} {
+					if p := filepath.Join(r.Dir(), "sessions", "gone"+s); exists(p) {
+						t.Errorf("%s survived", p)
+					}
+				}
+				if r.readers.size() != 0 {
+					t.Errorf("pool holds %d readers", r.readers.size())
+				}
+			})
 		})
 	}
 }
@@ -322,26 +328,30 @@ func TestReaderPoolLimits(t *testing.T) {
 	}
 
 	t.Run("idle timeout", func(t *testing.T) {
-		r := newRoot(t)
-		syncTestRows(t, mustSession(t, r, "s"), []testRow{{thread: "a", role: "user", text: "x"}})
-		r.readers.mu.Lock()
-		r.readers.idle = 40 * time.Millisecond
-		r.readers.mu.Unlock()
-		sr := shared(t, r, "s")
-		held := mustReader(t, r, "s") // in use: not idle
-		time.Sleep(150 * time.Millisecond)
-		if r.readers.size() != 1 {
-			t.Fatal("a reader in use was closed as idle")
-		}
-		_ = held.Close()
-		select {
-		case <-sr.done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("idle reader still open after 5 s")
-		}
-		if r.readers.size() != 0 {
-			t.Errorf("pool %d after the idle timeout", r.readers.size())
-		}
+		// In a synctest bubble the pool's idle sweep (a time.AfterFunc armed inside it) and
+		// the 150 ms run on the bubble's clock.
+		synctest.Test(t, func(t *testing.T) {
+			r := newRoot(t)
+			syncTestRows(t, mustSession(t, r, "s"), []testRow{{thread: "a", role: "user", text: "x"}})
+			r.readers.mu.Lock()
+			r.readers.idle = 40 * time.Millisecond
+			r.readers.mu.Unlock()
+			sr := shared(t, r, "s")
+			held := mustReader(t, r, "s") // in use: not idle
+			time.Sleep(150 * time.Millisecond)
+			if r.readers.size() != 1 {
+				t.Fatal("a reader in use was closed as idle")
+			}
+			_ = held.Close()
+			select {
+			case <-sr.done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("idle reader still open after 5 s")
+			}
+			if r.readers.size() != 0 {
+				t.Errorf("pool %d after the idle timeout", r.readers.size())
+			}
+		})
 	})
 
 	if err := r.Close(); err != nil {
@@ -473,12 +483,24 @@ func TestReaderPoolConcurrent(t *testing.T) {
 				return
 			}
 			syncTestRows(t, d, rows)
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // paces the writer (its rows grow each round); waits for nothing
 		}
 	})
 	errs := make(chan error, 100)
+	// The eviction comes once every reader has searched (it used to come after a 50 ms
+	// sleep), and the writer stops once the readers are done (it used to stop after another
+	// 50 ms): the readers are mid-run when b is evicted on any machine, and the writer
+	// commits for as long as they read.
+	var readers, searched sync.WaitGroup
+	searched.Add(8)
 	for g := range 8 {
-		wg.Go(func() {
+		readers.Go(func() {
+			first := true
+			defer func() {
+				if first {
+					searched.Done() // a reader that failed before its first search
+				}
+			}()
 			rng := rand.New(rand.NewPCG(uint64(g), 7))
 			for range 150 {
 				sid := sids[rng.IntN(len(sids))]
@@ -504,13 +526,17 @@ func TestReaderPoolConcurrent(t *testing.T) {
 					errs <- err
 					return
 				}
+				if first {
+					first = false
+					searched.Done()
+				}
 			}
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
+	searched.Wait()
 	unblock := r.readers.evict("b") // as a sweep deleting b would, without deleting it
 	unblock()
-	time.Sleep(50 * time.Millisecond)
+	readers.Wait()
 	close(stop)
 	wg.Wait()
 	close(errs)

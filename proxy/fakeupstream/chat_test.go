@@ -40,11 +40,7 @@ func splice(msgs []any, i int, repl ...any) []any {
 // Each rule of checklist item 15 and the field checks, with the exact message and param.
 func TestChatRejections(t *testing.T) {
 	loop := chatLoop()
-	cases := []struct {
-		name                 string
-		body                 any
-		message, param, code string
-	}{
+	cases := []oaRejectCase{
 		{name: "missing model", body: `{"messages":[{"role":"user","content":"hi"}]}`,
 			message: "you must provide a model parameter", param: "<null>", code: "<null>"},
 		{name: "missing messages", body: `{"model":"gpt-fake"}`,
@@ -79,14 +75,7 @@ func TestChatRejections(t *testing.T) {
 			param:   "messages.[3].tool_call_id", code: "<null>"},
 	}
 	srv := fakeupstream.Start(t, fakeupstream.Options{})
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			e := oaReject(t, srv, "/v1/chat/completions", c.body)
-			if e.Message != c.message || e.Param != c.param || e.Code != c.code {
-				t.Errorf("error\n got: %q param %s code %s\nwant: %q param %s code %s", e.Message, e.Param, e.Code, c.message, c.param, c.code)
-			}
-		})
-	}
+	checkOARejects(t, srv, "/v1/chat/completions", cases)
 	rej := srv.Rejections()
 	if len(rej) != len(cases) {
 		t.Fatalf("%d rejections recorded, want %d", len(rej), len(cases))

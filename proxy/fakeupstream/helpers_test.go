@@ -24,6 +24,11 @@ func headers(extra ...string) http.Header {
 	h.Set("Content-Type", "application/json")
 	h.Set("Anthropic-Version", "2023-06-01")
 	h.Set("X-Api-Key", "dummy-key")
+	return withLines(h, extra)
+}
+
+// withLines sets each "Name: value" line of extra on h and returns h.
+func withLines(h http.Header, extra []string) http.Header {
 	for _, e := range extra {
 		k, v, _ := strings.Cut(e, ":")
 		h.Set(strings.TrimSpace(k), strings.TrimSpace(v))
@@ -116,10 +121,91 @@ type streamed struct {
 func readStream(t *testing.T, body []byte) streamed {
 	t.Helper()
 	var s streamed
-	var name string
 	var partial strings.Builder
 	open := -1
 	stopped := false
+	eachNamedEvent(t, body, "message_stop", func(name string, d map[string]any) bool {
+		s.events = append(s.events, event{name, d})
+		idx := -1
+		if f, ok := d["index"].(float64); ok {
+			idx = int(f)
+		}
+		switch name {
+		case "message_start":
+			if len(s.events) != 1 {
+				t.Fatalf("message_start is event %d", len(s.events))
+			}
+			s.start = d["message"].(map[string]any)
+		case "content_block_start":
+			if open != -1 || idx != len(s.content) {
+				t.Fatalf("content_block_start index %d, want %d (open %d)", idx, len(s.content), open)
+			}
+			open = idx
+			s.content = append(s.content, d["content_block"])
+			partial.Reset()
+		case "content_block_delta":
+			if idx != open {
+				t.Fatalf("delta for index %d, open %d", idx, open)
+			}
+			b := s.content[idx].(map[string]any)
+			delta := d["delta"].(map[string]any)
+			switch delta["type"] {
+			case "text_delta":
+				b["text"] = b["text"].(string) + delta["text"].(string)
+			case "thinking_delta":
+				b["thinking"] = b["thinking"].(string) + delta["thinking"].(string)
+			case "signature_delta":
+				b["signature"] = delta["signature"]
+			case "input_json_delta":
+				partial.WriteString(delta["partial_json"].(string))
+			default:
+				t.Fatalf("unknown delta %v", delta["type"])
+			}
+		case "content_block_stop":
+			if idx != open {
+				t.Fatalf("stop for index %d, open %d", idx, open)
+			}
+			b := s.content[idx].(map[string]any)
+			switch b["type"] {
+			case "thinking":
+				if b["signature"] == "" {
+					t.Fatalf("thinking block %d closed without signature_delta", idx)
+				}
+			case "tool_use":
+				var in map[string]any
+				if err := json.Unmarshal([]byte(partial.String()), &in); err != nil {
+					t.Fatalf("tool_use %d input %q: %v", idx, partial.String(), err)
+				}
+				b["input"] = in
+			}
+			open = -1
+		case "message_delta":
+			s.stopReason, _ = d["delta"].(map[string]any)["stop_reason"].(string)
+			s.usage = d["usage"].(map[string]any)
+		case "message_stop":
+			stopped = true
+		case "error":
+			s.err = d["error"].(map[string]any)
+		case "ping":
+		default:
+			t.Fatalf("unexpected event %q", name)
+		}
+		return stopped
+	})
+	if !stopped && s.err == nil {
+		t.Fatalf("stream ended without message_stop")
+	}
+	return s
+}
+
+// eachNamedEvent reads an event stream of "event: " and "data: " lines (api-rules §2.1 and
+// §6) and calls each with every event's name and JSON data. It fails the test where a client
+// would: data that is not JSON, an event name that differs from the data's type, a line of
+// another kind, or an event after each has returned true ("event after <afterEnd>").
+func eachNamedEvent(t *testing.T, body []byte, afterEnd string, each func(name string, d map[string]any) (ended bool)) {
+	t.Helper()
+	var name string
+	ended := false
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -128,8 +214,8 @@ func readStream(t *testing.T, body []byte) streamed {
 		case strings.HasPrefix(line, "event: "):
 			name = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: "):
-			if stopped {
-				t.Fatalf("event after message_stop: %s", line)
+			if ended {
+				t.Fatalf("event after %s: %s", afterEnd, line)
 			}
 			var d map[string]any
 			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d); err != nil {
@@ -138,80 +224,12 @@ func readStream(t *testing.T, body []byte) streamed {
 			if d["type"] != name {
 				t.Fatalf("event name %q but data type %v", name, d["type"])
 			}
-			s.events = append(s.events, event{name, d})
-			idx := -1
-			if f, ok := d["index"].(float64); ok {
-				idx = int(f)
-			}
-			switch name {
-			case "message_start":
-				if len(s.events) != 1 {
-					t.Fatalf("message_start is event %d", len(s.events))
-				}
-				s.start = d["message"].(map[string]any)
-			case "content_block_start":
-				if open != -1 || idx != len(s.content) {
-					t.Fatalf("content_block_start index %d, want %d (open %d)", idx, len(s.content), open)
-				}
-				open = idx
-				s.content = append(s.content, d["content_block"])
-				partial.Reset()
-			case "content_block_delta":
-				if idx != open {
-					t.Fatalf("delta for index %d, open %d", idx, open)
-				}
-				b := s.content[idx].(map[string]any)
-				delta := d["delta"].(map[string]any)
-				switch delta["type"] {
-				case "text_delta":
-					b["text"] = b["text"].(string) + delta["text"].(string)
-				case "thinking_delta":
-					b["thinking"] = b["thinking"].(string) + delta["thinking"].(string)
-				case "signature_delta":
-					b["signature"] = delta["signature"]
-				case "input_json_delta":
-					partial.WriteString(delta["partial_json"].(string))
-				default:
-					t.Fatalf("unknown delta %v", delta["type"])
-				}
-			case "content_block_stop":
-				if idx != open {
-					t.Fatalf("stop for index %d, open %d", idx, open)
-				}
-				b := s.content[idx].(map[string]any)
-				switch b["type"] {
-				case "thinking":
-					if b["signature"] == "" {
-						t.Fatalf("thinking block %d closed without signature_delta", idx)
-					}
-				case "tool_use":
-					var in map[string]any
-					if err := json.Unmarshal([]byte(partial.String()), &in); err != nil {
-						t.Fatalf("tool_use %d input %q: %v", idx, partial.String(), err)
-					}
-					b["input"] = in
-				}
-				open = -1
-			case "message_delta":
-				s.stopReason, _ = d["delta"].(map[string]any)["stop_reason"].(string)
-				s.usage = d["usage"].(map[string]any)
-			case "message_stop":
-				stopped = true
-			case "error":
-				s.err = d["error"].(map[string]any)
-			case "ping":
-			default:
-				t.Fatalf("unexpected event %q", name)
-			}
+			ended = each(name, d)
 		case line == "":
 		default:
 			t.Fatalf("unexpected stream line %q", line)
 		}
 	}
-	if !stopped && s.err == nil {
-		t.Fatalf("stream ended without message_stop")
-	}
-	return s
 }
 
 // turn sends a streaming request, requires 200, and returns the accumulated message.

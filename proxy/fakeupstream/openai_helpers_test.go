@@ -16,11 +16,7 @@ func oaHeaders(extra ...string) http.Header {
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	h.Set("Authorization", "Bearer dummy-key")
-	for _, e := range extra {
-		k, v, _ := strings.Cut(e, ":")
-		h.Set(strings.TrimSpace(k), strings.TrimSpace(v))
-	}
-	return h
+	return withLines(h, extra)
 }
 
 // oaErr is a decoded OpenAI error envelope; Param and Code are "<null>" when null.
@@ -66,6 +62,28 @@ func oaReject(t *testing.T, srv *fakeupstream.Server, path string, body any) oaE
 		t.Fatalf("error type %q", e.Type)
 	}
 	return e
+}
+
+// oaRejectCase is a request body the fake must reject with a 400 and its error's message,
+// param and code.
+type oaRejectCase struct {
+	name                 string
+	body                 any
+	message, param, code string
+}
+
+// checkOARejects posts each case's body to path, in a subtest of the case's name, and
+// checks the error's message, param and code.
+func checkOARejects(t *testing.T, srv *fakeupstream.Server, path string, cases []oaRejectCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := oaReject(t, srv, path, c.body)
+			if e.Message != c.message || e.Param != c.param || e.Code != c.code {
+				t.Errorf("error\n got: %q param %s code %s\nwant: %q param %s code %s", e.Message, e.Param, e.Code, c.message, c.param, c.code)
+			}
+		})
+	}
 }
 
 // oaAccept posts body to path, requires a 200, and returns the body.
@@ -202,77 +220,56 @@ type respStreamed struct {
 func readResponsesStream(t *testing.T, body []byte) respStreamed {
 	t.Helper()
 	s := respStreamed{texts: map[string]string{}}
-	var name string
 	open := -1
 	ended := false
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			name = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			if ended {
-				t.Fatalf("event after the end: %s", line)
-			}
-			var d map[string]any
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d); err != nil {
-				t.Fatalf("data is not JSON: %v: %s", err, line)
-			}
-			if d["type"] != name {
-				t.Fatalf("event name %q but data type %v", name, d["type"])
-			}
-			if seq := int(d["sequence_number"].(float64)); seq != len(s.events) {
-				t.Fatalf("sequence_number %d, want %d", seq, len(s.events))
-			}
-			s.events = append(s.events, name)
-			idx := -1
-			if f, ok := d["output_index"].(float64); ok {
-				idx = int(f)
-			}
-			if idx >= 0 && name != "response.output_item.added" && idx != open {
-				t.Fatalf("%s for output_index %d, open %d", name, idx, open)
-			}
-			key := func() string { return d["item_id"].(string) }
-			switch name {
-			case "response.created":
-				s.created = d["response"].(map[string]any)
-			case "response.in_progress":
-			case "response.output_item.added":
-				if open != -1 || idx != len(s.items) {
-					t.Fatalf("output_item.added index %d, want %d (open %d)", idx, len(s.items), open)
-				}
-				open = idx
-			case "response.output_text.delta", "response.reasoning_summary_text.delta", "response.function_call_arguments.delta":
-				s.texts[key()] += d["delta"].(string)
-			case "response.output_text.done", "response.reasoning_summary_text.done":
-				if s.texts[key()] != d["text"] {
-					t.Fatalf("%s text %q, deltas %q", name, d["text"], s.texts[key()])
-				}
-			case "response.function_call_arguments.done":
-				if s.texts[key()] != d["arguments"] {
-					t.Fatalf("arguments %q, deltas %q", d["arguments"], s.texts[key()])
-				}
-			case "response.content_part.added", "response.content_part.done",
-				"response.reasoning_summary_part.added", "response.reasoning_summary_part.done":
-			case "response.output_item.done":
-				s.items = append(s.items, d["item"].(map[string]any))
-				open = -1
-			case "response.completed":
-				s.completed = d["response"].(map[string]any)
-				ended = true
-			case "response.failed":
-				s.failed = d["response"].(map[string]any)
-				ended = true
-			default:
-				t.Fatalf("unexpected event %q", name)
-			}
-		case line == "":
-		default:
-			t.Fatalf("unexpected stream line %q", line)
+	eachNamedEvent(t, body, "the end", func(name string, d map[string]any) bool {
+		if seq := int(d["sequence_number"].(float64)); seq != len(s.events) {
+			t.Fatalf("sequence_number %d, want %d", seq, len(s.events))
 		}
-	}
+		s.events = append(s.events, name)
+		idx := -1
+		if f, ok := d["output_index"].(float64); ok {
+			idx = int(f)
+		}
+		if idx >= 0 && name != "response.output_item.added" && idx != open {
+			t.Fatalf("%s for output_index %d, open %d", name, idx, open)
+		}
+		key := func() string { return d["item_id"].(string) }
+		switch name {
+		case "response.created":
+			s.created = d["response"].(map[string]any)
+		case "response.in_progress":
+		case "response.output_item.added":
+			if open != -1 || idx != len(s.items) {
+				t.Fatalf("output_item.added index %d, want %d (open %d)", idx, len(s.items), open)
+			}
+			open = idx
+		case "response.output_text.delta", "response.reasoning_summary_text.delta", "response.function_call_arguments.delta":
+			s.texts[key()] += d["delta"].(string)
+		case "response.output_text.done", "response.reasoning_summary_text.done":
+			if s.texts[key()] != d["text"] {
+				t.Fatalf("%s text %q, deltas %q", name, d["text"], s.texts[key()])
+			}
+		case "response.function_call_arguments.done":
+			if s.texts[key()] != d["arguments"] {
+				t.Fatalf("arguments %q, deltas %q", d["arguments"], s.texts[key()])
+			}
+		case "response.content_part.added", "response.content_part.done",
+			"response.reasoning_summary_part.added", "response.reasoning_summary_part.done":
+		case "response.output_item.done":
+			s.items = append(s.items, d["item"].(map[string]any))
+			open = -1
+		case "response.completed":
+			s.completed = d["response"].(map[string]any)
+			ended = true
+		case "response.failed":
+			s.failed = d["response"].(map[string]any)
+			ended = true
+		default:
+			t.Fatalf("unexpected event %q", name)
+		}
+		return ended
+	})
 	return s
 }
 

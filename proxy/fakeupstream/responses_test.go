@@ -42,11 +42,7 @@ func TestResponsesRejections(t *testing.T) {
 	call := fnCall("call_a", "exec_command", `{"cmd":"ls"}`)
 	output := fnOutput("call_a", "a.txt")
 	rs := obj{"type": "reasoning", "id": "rs_client", "summary": []any{}, "encrypted_content": "opaque"}
-	cases := []struct {
-		name                 string
-		body                 any
-		message, param, code string
-	}{
+	cases := []oaRejectCase{
 		{name: "missing model", body: obj{"input": "hi"},
 			message: "Missing required parameter: 'model'.", param: "model", code: "missing_required_parameter"},
 		{name: "message role tool", body: plain(user, obj{"type": "message", "role": "tool", "content": "x"}),
@@ -89,14 +85,7 @@ func TestResponsesRejections(t *testing.T) {
 			message: "Previous response with id 'resp_gone' not found.", param: "previous_response_id", code: "previous_response_not_found"},
 	}
 	srv := fakeupstream.Start(t, fakeupstream.Options{})
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			e := oaReject(t, srv, "/v1/responses", c.body)
-			if e.Message != c.message || e.Param != c.param || e.Code != c.code {
-				t.Errorf("error\n got: %q param %s code %s\nwant: %q param %s code %s", e.Message, e.Param, e.Code, c.message, c.param, c.code)
-			}
-		})
-	}
+	checkOARejects(t, srv, "/v1/responses", cases)
 	if rej := srv.Rejections(); len(rej) != len(cases) || rej[1].Format != fakeupstream.FormatResponses || rej[1].Error != cases[1].message {
 		t.Errorf("%d rejections recorded, want %d; second %+v", len(rej), len(cases), rej[1])
 	}

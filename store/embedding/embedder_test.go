@@ -34,7 +34,10 @@ func fakeVector(text string) []float32 {
 	return v
 }
 
-// fakeEmbeddings is an OpenAI-compatible /embeddings endpoint.
+// fakeEmbeddings is an OpenAI-compatible /embeddings endpoint. It is a real HTTP server on
+// 127.0.0.1, so the tests that use it stay on the real clock: a synctest bubble cannot see
+// through a socket, and its clock would stop while a worker waits for an answer. Its
+// delay and perRow sleeps are the endpoint's latency, not a wait for something.
 type fakeEmbeddings struct {
 	srv *httptest.Server
 
@@ -153,7 +156,8 @@ func vectorStatus(t testing.TB, r *store.Root, sid, model string) store.VectorSt
 	return st
 }
 
-// waitFilled polls until no row of the sessions is pending for model.
+// waitFilled polls until no row of the sessions is pending for model (a wait for the
+// condition, on the real clock: the workers fill the rows over HTTP to fakeEmbeddings).
 func waitFilled(t testing.TB, r *store.Root, model string, timeout time.Duration, sids ...string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -390,7 +394,7 @@ func TestEmbedderKeepsUpWithEightSessions(t *testing.T) {
 					}
 					storetest.SyncRows(t, r, sids[s], time.Now(), rows)
 					e.Notify(sids[s])
-					time.Sleep(5 * time.Millisecond)
+					time.Sleep(5 * time.Millisecond) // the time between an agent's requests
 				}
 			})
 		}

@@ -312,9 +312,15 @@ func withHealth(ctx context.Context, st ServiceState, port int) ServiceState {
 // waitHealth polls /healthz until it answers (up true) or stops answering (up false), for
 // at most d.
 func waitHealth(ctx context.Context, port int, up bool, d time.Duration) bool {
+	return pollUntil(ctx, d, 150*time.Millisecond, func() bool { return (ServiceHealth(ctx, port) == nil) == up })
+}
+
+// pollUntil calls done every interval until it reports true (then true), d has passed or
+// ctx ends (then false). done is called at least once.
+func pollUntil(ctx context.Context, d, interval time.Duration, done func() bool) bool {
 	deadline := time.Now().Add(d)
 	for {
-		if (ServiceHealth(ctx, port) == nil) == up {
+		if done() {
 			return true
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -323,7 +329,7 @@ func waitHealth(ctx context.Context, port int, up bool, d time.Duration) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(150 * time.Millisecond):
+		case <-time.After(interval):
 		}
 	}
 }

@@ -225,30 +225,17 @@ func platformStop(ctx context.Context, c ServiceConfig, def ServiceDef) (Service
 // launchdPID is the process id of the loaded job label (`launchctl list <label>`), 0 when
 // it is not loaded or not running.
 func launchdPID(ctx context.Context, label string) int {
-	out, err := exec.CommandContext(ctx, "launchctl", "list", label).Output()
+	out, _, err := launchctl(ctx, "list", label)
 	if err != nil {
 		return 0
 	}
-	return launchctlListPID(string(out))
+	return launchctlListPID(out)
 }
 
 // waitPIDExit polls until process pid no longer exists (launchd reaps its jobs), for at most
 // d or until ctx ends.
 func waitPIDExit(ctx context.Context, pid int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return true
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return pollUntil(ctx, d, 100*time.Millisecond, func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
 }
 
 func platformStatus(ctx context.Context, c ServiceConfig, def ServiceDef) (ServiceState, error) {

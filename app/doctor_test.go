@@ -212,7 +212,7 @@ func TestStatusAndDoctorFindServiceOnOtherPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := stdout.String()[before:]
-	if !strings.Contains(out, "Service: answering on "+svc.URL) || !strings.Contains(out, "not on the configured port "+strconv.Itoa(port)) {
+	if !strings.Contains(out, "Service: running, but the service runs on "+svc.URL) || !strings.Contains(out, "not on the configured port "+strconv.Itoa(port)) {
 		t.Errorf("status does not report the service on its other port:\n%s", out)
 	}
 }

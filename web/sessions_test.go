@@ -61,6 +61,13 @@ func TestSessionsList(t *testing.T) {
 	if !strings.Contains(text(d.Find(`[data-session="ses-mid"]`)), "not registered") {
 		t.Error("an unregistered session does not say so")
 	}
+	// A row is known by its project (the working directory's name) and its first prompt.
+	if got := text(big.Find(testID("session-project"))); got != "beta" {
+		t.Errorf("ses-big project %q, want beta", got)
+	}
+	if got := text(big.Find(testID("session-link"))); got != "b 1" {
+		t.Errorf("ses-big link text %q, want its first prompt \"b 1\"", got)
+	}
 
 	cases := []struct {
 		query string
@@ -73,6 +80,9 @@ func TestSessionsList(t *testing.T) {
 		{"?agent=codex", "ses-big"},
 		{"?agent=unknown", "ses-mid"},
 		{"?q=ALPHA", "ses-small"},
+		{"?q=m+3", ""}, // ses-mid has a row "m 3", but only its first prompt ("m 1") is searched
+		{"?q=m+1", "ses-mid"},
+		{"?sort=project&dir=asc", "ses-mid,ses-small,ses-big"}, // "" (not registered), alpha, beta
 		{"?q=ses-m", "ses-mid"},
 		{"?q=nothing-matches", ""},
 	}

@@ -184,6 +184,8 @@ type SortHeader struct {
 // SessionRow is one line of the sessions table.
 type SessionRow struct {
 	SID, Href, Agent, Cwd         string
+	Project                       string // the working directory's base name; "" when not registered
+	FirstPrompt                   string // "" when the session has no typed prompt stored
 	LastActivity, LastActivityISO string
 	Rows, InContext, Trimmed      string
 	Trims, Requests, Size         string

@@ -42,6 +42,8 @@ type Live struct {
 	Stats       Stats
 	Daily       BarChart
 	Service     Service
+	// FirstSteps is what to do next on a dashboard with nothing stored yet; nil otherwise.
+	FirstSteps *FirstSteps
 }
 
 // Agent is one agent's row of switches.

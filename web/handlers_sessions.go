@@ -287,6 +287,8 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 				continue
 			}
 			p.Facts = []ui.Fact{
+				{Label: "Project", Value: cmp.Or(projectOf(si.Cwd), "not registered")},
+				{Label: "First prompt", Value: cmp.Or(si.FirstPrompt, "none stored")},
 				{Label: "Agent", Value: agentOf(si)},
 				{Label: "Working directory", Value: orNone(si.Cwd)},
 				{Label: "Last activity", Value: shortUTC(si.LastActivity) + " UTC (" + ago(si.LastActivity, s.now()) + ")"},

@@ -53,7 +53,10 @@ func TestSessionsList(t *testing.T) {
 		}
 	})
 	big := d.Find(`[data-session="ses-big"]`)
-	for _, want := range []string{"codex", "/home/dev/beta", "9"} {
+	if cwd, _ := big.Find(testID("session-project")).Attr("title"); cwd != "/home/dev/beta" {
+		t.Errorf("ses-big project's title %q, want the working directory", cwd)
+	}
+	for _, want := range []string{"codex", "beta", "9"} {
 		if !strings.Contains(text(big), want) {
 			t.Errorf("ses-big row %q lacks %q", text(big), want)
 		}
@@ -169,6 +172,9 @@ func TestSessionPage(t *testing.T) {
 	d := doc(t, h.get("/ui/sessions/ses-long"), http.StatusOK)
 	if got := text(one(t, d, "session-id")); got != "ses-long" {
 		t.Errorf("session id %q", got)
+	}
+	if facts := text(one(t, d, "session-facts")); !strings.Contains(facts, "Projectlong") || !strings.Contains(facts, "First promptlong row 1 with text") {
+		t.Errorf("facts %q lack the project and the first prompt", facts)
 	}
 	if facts := text(one(t, d, "session-facts")); !strings.Contains(facts, "/home/dev/long") || !strings.Contains(facts, "450: 330 in context, 120 trimmed") {
 		t.Errorf("facts %q", facts)

@@ -140,6 +140,12 @@ func TestOverviewFirstSteps(t *testing.T) {
 	if href, _ := one(t, d, "first-step-wire-link").Attr("href"); href != "/ui/wire" {
 		t.Errorf("first step links %q", href)
 	}
+	if got := text(one(t, d, "agent-wire-codex")); !strings.Contains(got, "Installed, but its requests do not come here. Wire it") {
+		t.Errorf("codex's card says %q", got)
+	}
+	if d.Find(testID("agent-wire-claude-code")).Length() != 0 || d.Find(testID("agent-wire-opencode")).Length() != 0 {
+		t.Error("a wired or not installed agent's card offers to wire it")
+	}
 	if got := text(one(t, d, "first-steps")); !strings.Contains(got, "Not installed here: opencode") || !strings.Contains(got, "smarter-compact doctor") {
 		t.Errorf("first steps %q", got)
 	}

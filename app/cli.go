@@ -208,7 +208,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// flagSuggestion is "; did you mean "--x"?" for a flag fs does not define (flag's error
+// flagSuggestion is ` (did you mean "--x"?)` for a flag fs does not define (flag's error
 // "flag provided but not defined: -name"), or "".
 func flagSuggestion(fs *flag.FlagSet, err error) string {
 	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
@@ -219,7 +219,7 @@ func flagSuggestion(fs *flag.FlagSet, err error) string {
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	if s := suggest(name, names); s != "" {
-		return fmt.Sprintf("; did you mean %q?", "--"+s)
+		return fmt.Sprintf(" (did you mean %q?)", "--"+s)
 	}
 	return ""
 }

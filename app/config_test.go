@@ -464,11 +464,11 @@ func TestConfigEveryErrorAtOnce(t *testing.T) {
 	}
 	for _, want := range []string{
 		path + ":2:", "[context_proxy] port must be an integer from 1 to 65535",
-		path + ":3:", `unknown key "context_proxy.trim_at_token"; did you mean "context_proxy.trim_at_tokens"?`,
+		path + ":3:", `unknown key "context_proxy.trim_at_token" (did you mean "context_proxy.trim_at_tokens"?)`,
 		"[context_proxy] chars_per_token = 0", "greater than 0",
 		path + ":5:", "[context_proxy] standing_instruction must be true or false",
 		"[compaction] max_chars = -1",
-		path + ":9:", `unknown key "context_store.ttl_dayz"; did you mean "context_store.ttl_days"?`,
+		path + ":9:", `unknown key "context_store.ttl_dayz" (did you mean "context_store.ttl_days"?)`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)

@@ -191,7 +191,7 @@ func TestStatusCommandFlags(t *testing.T) {
 		{[]string{"status", "--hours", "0"}, "--hours 0: must be an integer from 1 to 720"},
 		{[]string{"status", "--hours", "721"}, "--hours 721"},
 		{[]string{"status", "now"}, `status: unexpected argument "now"`},
-		{[]string{"status", "--verbos"}, `status: flag provided but not defined: -verbos; did you mean "--verbose"?`},
+		{[]string{"status", "--verbos"}, `status: flag provided but not defined: -verbos (did you mean "--verbose"?)`},
 	} {
 		sys, _, _ := testSystem(t, env{"SMARTER_COMPACT_STATE_DIR": t.TempDir()})
 		err := run(t.Context(), tc.args, sys)

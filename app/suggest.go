@@ -31,10 +31,11 @@ func suggest(typo string, candidates []string) string {
 	return best
 }
 
-// didYouMean is suggest as the end of an error message: "; did you mean "x"?", or "".
+// didYouMean is suggest for an error message, to follow the name the user typed:
+// ` (did you mean "x"?)`, or "".
 func didYouMean(typo string, candidates []string) string {
 	if s := suggest(typo, candidates); s != "" {
-		return fmt.Sprintf("; did you mean %q?", s)
+		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return ""
 }

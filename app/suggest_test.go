@@ -66,14 +66,14 @@ func TestDidYouMean(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"command", []string{"stauts"}, `unknown command "stauts"; did you mean "status"?`},
+		{"command", []string{"stauts"}, `unknown command "stauts" (did you mean "status"?)`},
 		{"top-level flag", []string{"--verison"}, `did you mean "--version"?`},
-		{"flag", []string{"install", "--dry-rn"}, `install: flag provided but not defined: -dry-rn; did you mean "--dry-run"?`},
+		{"flag", []string{"install", "--dry-rn"}, `install: flag provided but not defined: -dry-rn (did you mean "--dry-run"?)`},
 		{"flag with value", []string{"status", "--hour=3"}, `did you mean "--hours"?`},
 		{"flag of on", []string{"on", "--confg", "x"}, `did you mean "--config"?`},
-		{"agent of install", []string{"install", "--dry-run", "--agents", "codx"}, `unknown agent "codx"; did you mean "codex"?`},
-		{"agent of off", []string{"off", "opencod"}, `unknown agent "opencod"; did you mean "opencode"?`},
-		{"agent of follow", []string{"follow", "claude-cod"}, `unknown agent "claude-cod"; did you mean "claude-code"?`},
+		{"agent of install", []string{"install", "--dry-run", "--agents", "codx"}, `unknown agent "codx" (did you mean "codex"?)`},
+		{"agent of off", []string{"off", "opencod"}, `unknown agent "opencod" (did you mean "opencode"?)`},
+		{"agent of follow", []string{"follow", "claude-cod"}, `unknown agent "claude-cod" (did you mean "claude-code"?)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

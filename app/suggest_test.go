@@ -73,6 +73,7 @@ func TestDidYouMean(t *testing.T) {
 		{"flag of on", []string{"on", "--confg", "x"}, `did you mean "--config"?`},
 		{"agent of install", []string{"install", "--dry-run", "--agents", "codx"}, `unknown agent "codx" (did you mean "codex"?)`},
 		{"agent of off", []string{"off", "opencod"}, `unknown agent "opencod" (did you mean "opencode"?)`},
+		{"service command", []string{"service", "stat"}, `service: unknown command "stat" (did you mean "start"?)`},
 		{"agent of follow", []string{"follow", "claude-cod"}, `unknown agent "claude-cod" (did you mean "claude-code"?)`},
 	}
 	for _, tt := range tests {

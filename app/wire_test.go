@@ -2,6 +2,7 @@ package app
 
 import (
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -88,7 +89,11 @@ func TestWirePageAppliesAndUndoes(t *testing.T) {
 		return wirePage(t, resp)
 	}
 
+	before := snapshot(t, sys.home, sys.configDir)
 	d := get("/ui/wire")
+	if after := snapshot(t, sys.home, sys.configDir); !maps.Equal(before, after) {
+		t.Errorf("showing the wire page wrote files: %d before, %d after", len(before), len(after))
+	}
 	for agent, want := range map[string]string{"claude-code": "not wired", "codex": "not wired", "opencode": "not installed"} {
 		if got := strings.TrimSpace(byTestID(d, "wire-state-"+agent).Text()); got != want {
 			t.Errorf("%s shows %q, want %q", agent, got, want)

@@ -23,8 +23,11 @@ type Options struct {
 	// APIToken is the bearer token /api/* requires (compared in constant time). Empty
 	// refuses every /api request: there is no unauthenticated mode.
 	APIToken string
-	Log      *slog.Logger
-	Now      func() time.Time // nil: time.Now
+	// Wirer runs the installer for the "Wire my agents" page; nil: the page says to use
+	// the CLI.
+	Wirer Wirer
+	Log   *slog.Logger
+	Now   func() time.Time // nil: time.Now
 }
 
 // Server serves the dashboard (/ and /ui/…) and the JSON control API (/api/…) on the one
@@ -32,6 +35,7 @@ type Options struct {
 type Server struct {
 	root    *store.Root
 	control Control
+	wirer   Wirer
 	token   string
 	log     *slog.Logger
 	now     func() time.Time
@@ -49,6 +53,10 @@ type Server struct {
 
 	mu     sync.Mutex
 	status statusCache
+	// wired are the newest reports of the wire buttons (wireReports at most); wireSeq
+	// numbers them.
+	wired   []wireReport
+	wireSeq uint64
 }
 
 // statusCache keeps the last 24 h numbers while no session file changed (and for at most
@@ -67,6 +75,7 @@ func New(o Options) *Server {
 	s := &Server{
 		root:    o.Root,
 		control: o.Control,
+		wirer:   o.Wirer,
 		token:   o.APIToken,
 		log:     o.Log,
 		now:     o.Now,

@@ -42,6 +42,8 @@ type Live struct {
 	Stats       Stats
 	Daily       BarChart
 	Service     Service
+	// FirstSteps is what to do next on a dashboard with nothing stored yet; nil otherwise.
+	FirstSteps *FirstSteps
 }
 
 // Agent is one agent's row of switches.
@@ -184,6 +186,8 @@ type SortHeader struct {
 // SessionRow is one line of the sessions table.
 type SessionRow struct {
 	SID, Href, Agent, Cwd         string
+	Project                       string // the working directory's base name; "" when not registered
+	FirstPrompt                   string // "" when the session has no typed prompt stored
 	LastActivity, LastActivityISO string
 	Rows, InContext, Trimmed      string
 	Trims, Requests, Size         string

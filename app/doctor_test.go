@@ -121,11 +121,11 @@ func TestDoctorDeadPort(t *testing.T) {
 	if rep.OK || rep.Failed != 2 {
 		t.Errorf("failed %d, want 2 (port, claude-code): %+v", rep.Failed, rep.Checks)
 	}
-	if c := findCheck(t, rep, "port"); c.Status != checkFail || !strings.Contains(c.Fix, "'smarter-compact service start'") {
+	if c := findCheck(t, rep, "port"); c.Status != checkFail || c.Fix != startAdvice(ctx, sys, "") {
 		t.Errorf("port: %+v", c)
 	}
 	c := findCheck(t, rep, "claude-code")
-	if c.Status != checkFail || !strings.Contains(c.Message, "nothing answers there") || !strings.Contains(c.Fix, "'smarter-compact uninstall --agents claude-code'") {
+	if c.Status != checkFail || !strings.Contains(c.Message, "smarter-compact does not answer there") || !strings.Contains(c.Fix, "'smarter-compact uninstall --agents claude-code'") {
 		t.Errorf("claude-code: %+v", c)
 	}
 	var codexWarn bool

@@ -95,6 +95,7 @@ func doctor(ctx context.Context, sys system, configFlag string) doctorReport {
 		add(doctorCheck{Name: "config", Status: checkOK, Message: fmt.Sprintf("%s (port %d)", cfg.Path, port)})
 	}
 
+	self, _ := sys.executable() // the build doctor compares the named binaries with
 	sys = withStableExe(sys)
 	advice := startAdvice(ctx, sys, configFlag)
 	svc, elsewhere := findService(ctx, sys.configDir, port)
@@ -112,7 +113,7 @@ func doctor(ctx context.Context, sys system, configFlag string) doctorReport {
 			Fix: advice})
 	}
 
-	for _, c := range agentChecks(ctx, sys, port, advice, false) {
+	for _, c := range agentChecks(ctx, sys, self, port, advice, false) {
 		add(c)
 	}
 	add(storeCheck(sys))
@@ -140,9 +141,9 @@ func writeDoctor(w io.Writer, rep doctorReport) {
 // agentChecks is installer.CheckAgents (the agents' files are the installer's) against
 // this build: its version, this executable, the configured port, the /healthz header and
 // the advice that gets the service running.
-// serving: the caller is the service on port (installer.CheckOptions.Serving).
-func agentChecks(ctx context.Context, sys system, port int, advice string, serving bool) []doctorCheck {
-	self, _ := sys.executable()
+// self is this executable; serving: the caller is the service on port
+// (installer.CheckOptions.Serving).
+func agentChecks(ctx context.Context, sys system, self string, port int, advice string, serving bool) []doctorCheck {
 	env := installer.Env{Home: sys.home, Getenv: sys.getenv}
 	var out []doctorCheck
 	for _, f := range installer.CheckAgents(ctx, env, installer.CheckOptions{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -214,5 +215,83 @@ func TestStatusAndDoctorFindServiceOnOtherPort(t *testing.T) {
 	out := stdout.String()[before:]
 	if !strings.Contains(out, "Service: answering on "+svc.URL) || !strings.Contains(out, "not on the configured port "+strconv.Itoa(port)) {
 		t.Errorf("status does not report the service on its other port:\n%s", out)
+	}
+}
+
+// TestDoctorRot: after a real install against a live service, doctor passes for Claude
+// Code; then each way the wiring rots makes Claude Code's check fail with what happened and
+// the command that fixes it (issue 15, Show: a doctor test per rot).
+func TestDoctorRot(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS == "windows" {
+		t.Skip("the stand-in binaries are shell scripts")
+	}
+	for _, tc := range []struct {
+		name     string
+		rot      func(t *testing.T, sys system, settings string, stop func())
+		msg, fix string
+	}{
+		{"binary removed", func(t *testing.T, sys system, _ string, _ func()) {
+			if err := os.Remove(stablePath(sys)); err != nil {
+				t.Fatal(err)
+			}
+		}, "does not exist", "'smarter-compact install --agents claude-code'"},
+		{"binary of another version", func(t *testing.T, sys system, _ string, _ func()) {
+			fakeBinary(t, stablePath(sys), "0.9.0")
+		}, "it is smarter-compact 0.9.0, this is smarter-compact " + version, "'smarter-compact install --agents claude-code'"},
+		{"another development build", func(t *testing.T, sys system, _ string, _ func()) {
+			if err := os.WriteFile(stablePath(sys), []byte(mustRead(t, sys.exe)+"# rebuilt\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, "another development build than this one", "'smarter-compact install --agents claude-code'"},
+		{"JSONC settings.json", func(t *testing.T, _ system, settings string, _ func()) {
+			text := strings.Replace(mustRead(t, settings), "{\n", "{\n  // added by hand\n", 1)
+			if err := os.WriteFile(settings, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "Claude Code reads strict JSON and ignores the whole file", "remove the comments and trailing commas from "},
+		{"dead port", func(t *testing.T, _ system, _ string, stop func()) { stop() },
+			"smarter-compact does not answer there", "'smarter-compact uninstall --agents claude-code'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			srv := httptest.NewServer(http.HandlerFunc(healthz))
+			t.Cleanup(srv.Close)
+			port := srv.Listener.Addr().(*net.TCPAddr).Port
+			sys, stdout, settings, _ := installSystem(t)
+			sys.getenv = env{"CONTEXT_PROXY_PORT": strconv.Itoa(port), "SMARTER_COMPACT_STATE_DIR": t.TempDir(), "LOCALAPPDATA": sys.getenv("LOCALAPPDATA")}.get
+			if err := run(ctx, []string{"install", "--agents", "claude-code"}, sys); err != nil {
+				t.Fatalf("install: %v\n%s", err, stdout)
+			}
+			claude := func() []doctorCheck {
+				var out []doctorCheck
+				for _, c := range doctor(ctx, sys, "").Checks {
+					if c.Name == "claude-code" {
+						out = append(out, c)
+					}
+				}
+				return out
+			}
+			before := claude()
+			if len(before) != 2 || before[0].Status != checkOK || before[1].Status != checkOK ||
+				!strings.Contains(before[1].Message, "the hooks (") || !strings.Contains(before[1].Message, "the MCP server") {
+				t.Fatalf("before the rot, want the base URL and the binary ok: %+v", before)
+			}
+			tc.rot(t, sys, settings, srv.Close)
+			var failed []doctorCheck
+			for _, c := range claude() {
+				if c.Status == checkFail {
+					failed = append(failed, c)
+				}
+			}
+			if len(failed) != 1 || !strings.Contains(failed[0].Message, tc.msg) || !strings.Contains(failed[0].Fix, tc.fix) {
+				t.Fatalf("after the rot, want one failed claude-code check saying %q, fixed by %q: %+v", tc.msg, tc.fix, claude())
+			}
+			t.Logf("FAIL  %s: %s\n      → %s", failed[0].Name, failed[0].Message, failed[0].Fix)
+			if err := doctorCmd(ctx, nil, sys); ExitCode(err) != 1 {
+				t.Errorf("doctor exit %d, want 1", ExitCode(err))
+			}
+		})
 	}
 }

@@ -29,7 +29,7 @@ func (s *state) refreshWiring() {
 // that is defined but not selected, is not wired; an unreadable file is unknown; no route through
 // us is not wired, or not installed when the installer finds no trace of the agent.
 func (s *state) checkWiring() map[string]wiring {
-	checks := agentChecks(context.Background(), s.sys, s.port, "", true)
+	checks := agentChecks(context.Background(), s.sys, "", s.port, "", true)
 	out := make(map[string]wiring, len(configuredAgents))
 	for _, agent := range configuredAgents {
 		var ok, fail, warn, info []doctorCheck

@@ -326,7 +326,7 @@ func namedBinaries(env Env, w Wiring) map[string][]string {
 			for _, h := range claudeHooks {
 				for _, e := range settings.Hooks[h.event] {
 					if isOurHook(e, h.sub) {
-						add(unquoteShell(strings.TrimSuffix(hookCommands(e)[0], " hook "+h.sub)), "the "+h.event+" hook ("+w.File+")")
+						add(unquoteShell(strings.TrimSuffix(hookCommands(e)[0], " hook "+h.sub)), "the hooks ("+w.File+")")
 					}
 				}
 			}

@@ -295,3 +295,34 @@ func TestDoctorRot(t *testing.T) {
 		})
 	}
 }
+
+// TestNoServiceManagerAdvice: on a machine without a login service manager (Linux without
+// a running systemd, as in most containers), install, doctor and service status give the
+// same one piece of advice (issue 15, Deliver 3).
+func TestNoServiceManagerAdvice(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" || systemdRunning() {
+		t.Skip("this machine has a login service manager; the advice for one without is not given here")
+	}
+	ctx := t.Context()
+	sys, stdout, _, _ := installSystem(t)
+	if err := run(ctx, []string{"install", "--agents", "claude-code"}, sys); err != nil {
+		t.Fatalf("install: %v\n%s", err, stdout)
+	}
+	wantIn(t, "install", stdout.String(), []string{"the service does not answer at ", "\n  " + noServiceManager + "\n"})
+	rep := doctor(ctx, sys, "")
+	for _, name := range []string{"port", "login service"} {
+		if c := findCheck(t, rep, name); c.Fix != noServiceManager {
+			t.Errorf("doctor %s: fix %q, want %q", name, c.Fix, noServiceManager)
+		}
+	}
+	if c := findCheck(t, rep, "claude-code"); !strings.HasPrefix(c.Fix, noServiceManager+"; ") {
+		t.Errorf("doctor claude-code: fix %q, want it to start with %q", c.Fix, noServiceManager)
+	}
+	status := new(syncBuffer)
+	sys.stdout = status
+	if err := serviceCmd(ctx, []string{"status"}, sys); err != nil {
+		t.Fatal(err)
+	}
+	wantIn(t, "service status", status.String(), []string{noServiceManager})
+}

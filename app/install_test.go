@@ -247,3 +247,20 @@ func TestInstallRefusesJSONCSettings(t *testing.T) {
 		t.Errorf("settings.json changed:\n%s", got)
 	}
 }
+
+// TestServiceRegistersStableCopy: once install has put the binary at the per-user path,
+// `service` (install, status, doctor's comparison) names that copy, not the build the
+// command ran from.
+func TestServiceRegistersStableCopy(t *testing.T) {
+	t.Parallel()
+	sys, stdout, _, _ := installSystem(t)
+	if got := withStableExe(sys).exe; got != sys.exe {
+		t.Fatalf("before install: %s, want the running %s", got, sys.exe)
+	}
+	if err := run(t.Context(), []string{"install", "--agents", "claude-code"}, sys); err != nil {
+		t.Fatalf("install: %v\n%s", err, stdout)
+	}
+	if got := withStableExe(sys).exe; got != stablePath(sys) {
+		t.Errorf("after install: %s, want the stable copy %s", got, stablePath(sys))
+	}
+}

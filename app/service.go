@@ -77,6 +77,7 @@ func serviceCmd(ctx context.Context, args []string, sys system) error {
 	// install and start need a config the service can run with; the others only need the
 	// port, and work on a broken config with the default one.
 	strict := sub == "install" || sub == "start"
+	sys = withStableExe(sys) // the copy install made, not a build directory (docs/wiring.md)
 	cfg, notes, err := serviceConfig(sys, *configFlag, strict)
 	if err != nil {
 		return err

@@ -139,9 +139,12 @@ func (c *checker) agent(env Env, w Wiring) []Finding {
 	return out
 }
 
-// lineOf is "line N" of a strictJSON error.
+// lineRE finds "line N" in a strictJSON error.
+var lineRE = regexp.MustCompile(`: (line \d+):`)
+
+// lineOf is where a strictJSON error says the first comment or trailing comma is.
 func lineOf(err error) string {
-	if m := regexp.MustCompile(`: (line \d+):`).FindStringSubmatch(err.Error()); m != nil {
+	if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
 		return "first at " + m[1]
 	}
 	return "see the file"
@@ -265,7 +268,8 @@ func (c *checker) runVersion(exe string) binaryVerdict {
 		}
 		return binaryVerdict{CheckFail, fmt.Sprintf("`version` failed: %v", err)}
 	}
-	got := strings.Join(strings.Fields(stdout.String())[:min(2, len(strings.Fields(stdout.String())))], " ")
+	words := strings.Fields(stdout.String())
+	got := strings.Join(words[:min(2, len(words))], " ") // "smarter-compact 1.4.0"
 	if got != c.opts.Version {
 		if got == "" {
 			got = "nothing"

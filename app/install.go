@@ -141,7 +141,7 @@ func uninstall(ctx context.Context, args []string, sys system) error {
 		}
 	}
 	if target, inPlace, err := stableExe(sys); err == nil && !inPlace && exists(target) {
-		fmt.Fprintf(w, "binary: %s stays (install put it there); remove it once nothing runs it: the login service does until 'smarter-compact service uninstall'\n", target)
+		fmt.Fprintf(w, "binary: %s stays (install put it there): delete it once nothing runs it (a registered login service does until 'smarter-compact service uninstall')\n", target)
 	}
 	if f.dryRun {
 		fmt.Fprintln(w, "dry run: nothing written")

@@ -163,7 +163,11 @@ func TestInstallUninstall(t *testing.T) {
 		"claude-code: unwired",
 		"  restored " + settings + "\n",
 		"  removed " + filepath.Join(sys.home, ".claude.json") + " (install had created it)\n",
+		"binary: " + stablePath(sys) + " stays (install put it there): delete it once nothing runs it",
 	})
+	if _, err := os.Stat(stablePath(sys)); err != nil {
+		t.Errorf("uninstall removed the stable copy: %v", err)
+	}
 	if _, err := os.Stat(filepath.Join(sys.home, ".claude.json")); err == nil {
 		t.Error("~/.claude.json, which install created, is still there")
 	}

@@ -140,8 +140,8 @@ func uninstall(ctx context.Context, args []string, sys system) error {
 			failed = append(failed, fmt.Errorf("login service: %w", err))
 		}
 	}
-	if target, inPlace, err := stableExe(sys); err == nil && !inPlace && exists(target) {
-		fmt.Fprintf(w, "binary: %s stays (install put it there): delete it once nothing runs it (a registered login service does until 'smarter-compact service uninstall')\n", target)
+	if copy, err := installer.PerUserExe(sys.home, sys.goos, sys.getenv("LOCALAPPDATA")); err == nil && isRegular(copy) {
+		fmt.Fprintf(w, "binary: %s stays (install put it there): delete it once nothing runs it (a registered login service does until 'smarter-compact service uninstall')\n", copy)
 	}
 	if f.dryRun {
 		fmt.Fprintln(w, "dry run: nothing written")

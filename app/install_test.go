@@ -168,6 +168,13 @@ func TestInstallUninstall(t *testing.T) {
 	if _, err := os.Stat(stablePath(sys)); err != nil {
 		t.Errorf("uninstall removed the stable copy: %v", err)
 	}
+	// Run from the stable copy itself (the usual case: it is on PATH), uninstall says so too.
+	stdout4 := new(syncBuffer)
+	sys.stdout, sys.exe = stdout4, stablePath(sys)
+	if err := run(t.Context(), []string{"uninstall"}, sys); err != nil {
+		t.Fatalf("uninstall from the stable copy: %v\n%s", err, stdout4)
+	}
+	wantIn(t, "uninstall output, run from the stable copy", stdout4.String(), []string{"binary: " + stablePath(sys) + " stays"})
 	if _, err := os.Stat(filepath.Join(sys.home, ".claude.json")); err == nil {
 		t.Error("~/.claude.json, which install created, is still there")
 	}

@@ -38,18 +38,15 @@ var packageDirs = []string{"/usr/bin", "/usr/local/bin", "/opt/homebrew/bin", "/
 // goos is runtime.GOOS, a parameter so tests cover every OS. An error means the per-user
 // path cannot be named (no home, or no %LOCALAPPDATA% on Windows).
 func StableExe(exe, home, goos, localAppData string) (target string, inPlace bool, err error) {
+	perUser, err := PerUserExe(home, goos, localAppData)
+	if err != nil {
+		return "", false, err
+	}
 	if goos == "windows" {
-		if localAppData == "" {
-			return "", false, errors.New("cannot name the per-user folder for the binary: LOCALAPPDATA is not set")
-		}
-		dir := localAppData + `\Programs\Smarter Compact`
-		if strings.EqualFold(winDir(exe), dir) {
+		if strings.EqualFold(winDir(exe), winDir(perUser)) {
 			return exe, true, nil
 		}
-		return dir + `\smarter-compact.exe`, false, nil
-	}
-	if home == "" {
-		return "", false, errors.New("cannot name the per-user folder for the binary: HOME is not set")
+		return perUser, false, nil
 	}
 	dir := filepath.Dir(exe)
 	for _, p := range packageDirs {
@@ -60,8 +57,23 @@ func StableExe(exe, home, goos, localAppData string) (target string, inPlace boo
 	if strings.Contains(exe, ".app/Contents/MacOS/") {
 		return exe, true, nil
 	}
-	target = filepath.Join(home, ".local", "bin", "smarter-compact")
-	return target, exe == target, nil
+	return perUser, exe == perUser, nil
+}
+
+// PerUserExe is the per-user path StableExe copies to: ~/.local/bin/smarter-compact, on
+// Windows %LOCALAPPDATA%\Programs\Smarter Compact\smarter-compact.exe. An error says which
+// variable is missing.
+func PerUserExe(home, goos, localAppData string) (string, error) {
+	if goos == "windows" {
+		if localAppData == "" {
+			return "", errors.New("cannot name the per-user folder for the binary: LOCALAPPDATA is not set")
+		}
+		return localAppData + `\Programs\Smarter Compact\smarter-compact.exe`, nil
+	}
+	if home == "" {
+		return "", errors.New("cannot name the per-user folder for the binary: HOME is not set")
+	}
+	return filepath.Join(home, ".local", "bin", "smarter-compact"), nil
 }
 
 // winDir is the folder of a Windows path, on any OS.

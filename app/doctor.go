@@ -40,10 +40,10 @@ type doctorReport struct {
 }
 
 // doctorCmd is the `doctor` command (DESIGN.md §2; issue 5 item 8; issue 15, Deliver 3):
-// the config, the port, per agent its config file's readability, base URLs and the
-// binaries its hooks and MCP entries run (installer.CheckAgents), the store's folder and
-// modes, FTS5 and the login service. It reads the agents' files and changes nothing in them. A failed
-// check makes it return an error (exit 1); each failing line says what to do.
+// the config, the port, per agent whether it can read its config file, its base URLs and
+// the binaries its hooks and MCP entries run (installer.CheckAgents), the store's folder
+// and modes, FTS5 and the login service. It reads the agents' files and changes nothing in
+// them. A failed check makes it return an error (exit 1); each failing line says what to do.
 func doctorCmd(ctx context.Context, args []string, sys system) error {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the checks as JSON")
@@ -139,10 +139,9 @@ func writeDoctor(w io.Writer, rep doctorReport) {
 }
 
 // agentChecks is installer.CheckAgents (the agents' files are the installer's) against
-// this build: its version, this executable, the configured port, the /healthz header and
-// the advice that gets the service running.
-// self is this executable; serving: the caller is the service on port
-// (installer.CheckOptions.Serving).
+// this build: its version, self (this executable), the configured port, the /healthz
+// header and advice, what gets the service running. serving: the caller is the service on
+// port (installer.CheckOptions.Serving: nothing is probed or run).
 func agentChecks(ctx context.Context, sys system, self string, port int, advice string, serving bool) []doctorCheck {
 	env := installer.Env{Home: sys.home, Getenv: sys.getenv}
 	var out []doctorCheck

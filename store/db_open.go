@@ -37,11 +37,12 @@ type DB struct {
 	closed bool
 
 	writers *writerSet   // the Root's connected writers; nil counts none
+	queue   *writeQueue  // writes queued by SyncRowsLater and AddEventLater (queue.go)
+	used    atomic.Int64 // unix nanoseconds of the last call, for parking the least recent
+
 	// note reports a write's outcome to the Root's health record and returns the error to
 	// hand back (Root.noteWrite); nil (a DB without a Root) returns it unchanged.
 	note func(error) error
-	queue   *writeQueue  // writes queued by SyncRowsLater and AddEventLater (queue.go)
-	used    atomic.Int64 // unix nanoseconds of the last call, for parking the least recent
 
 	stDataVersion *sql.Stmt
 	stMaxSeq      *sql.Stmt

@@ -30,6 +30,7 @@ type statusReport struct {
 	Store       string        `json:"store"`
 	Service     serviceStatus `json:"service"`
 	Agents      []agentStatus `json:"agents"`
+	Health      statusHealth  `json:"health"` // status_health.go
 }
 
 // serviceStatus is the answer of GET http://127.0.0.1:<port>/healthz.
@@ -89,6 +90,7 @@ func status(ctx context.Context, args []string, sys system) error {
 	}
 	defer root.Close()
 	rep.Store = root.Dir()
+	rep.Health = readHealth(ctx, sys, rep.Service, root.Dir())
 	if rep.Status, err = root.Status(ctx, time.Now(), *hours); err != nil {
 		return err
 	}
@@ -216,6 +218,7 @@ func writeStatus(w io.Writer, rep *statusReport) {
 	for _, k := range st.SkippedSessions {
 		p("  skipped %s: %s", k.Session, k.Reason)
 	}
+	writeHealth(w, &rep.Health)
 
 	p("")
 	p("Last %d hours (since %s):", st.Hours, st.Since)

@@ -101,7 +101,7 @@ func serve(ctx context.Context, args []string, sys system) error {
 	defer root.Close()
 	// The health record outside the session databases, kept in health.json (issue 16 item 1).
 	if err := root.KeepHealth(); err != nil {
-		log.Warn("health record: "+err.Error()+" (it is kept in memory meanwhile)")
+		log.Warn("health record: " + err.Error() + " (it is kept in memory meanwhile)")
 	}
 	st.storeDir = root.Dir() // before anything reads the state concurrently
 	var embedder *embedding.Embedder

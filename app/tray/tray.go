@@ -143,7 +143,7 @@ type check struct {
 // library code only copies it onto the items.
 type view struct {
 	Status  string
-	Problem string // the problem line; "" hides it
+	Problem string           // the problem line; "" hides it
 	Agents  map[string]check // by agent name, Options.Agents only
 	Pause   check
 	Icon    assets.TrayState

@@ -148,7 +148,7 @@ type tray struct {
 	wg     sync.WaitGroup
 
 	status, problem, pause, dashboard, login, quit *systray.MenuItem
-	agents                                map[string]*systray.MenuItem
+	agents                                         map[string]*systray.MenuItem
 
 	// Owned by the worker.
 	shown     view

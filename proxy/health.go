@@ -43,8 +43,8 @@ func (p *Proxy) upstreamFailure(r *http.Request, err error, timeout bool) {
 		class, what = "dns", "the host name does not resolve"
 	case errors.As(err, &certErr):
 		class, what = "tls", "its TLS certificate is not trusted"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		class, what = "connection_reset", "the connection was closed before an answer"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		class, what = "connection_reset", "the connection broke before an answer (did the upstream stop or restart?)"
 	}
 	host := r.URL.Host
 	hint := fmt.Sprintf("Requests to %s fail: %s. The agent gets a %s and retries. Check that the upstream URL is right (%s) and that it is reachable from this machine (network, VPN, proxy).",

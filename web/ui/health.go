@@ -1,6 +1,6 @@
 package ui
 
-// Health is the overview's health section (issue 15 item 2): the problems active now, each
+// Health is the overview's health banner and counts (issue 15 item 2): the problems active now, each
 // with what to do, and every kind's count since the record started. It is built from the
 // store's health record, which does not depend on the session databases.
 type Health struct {

@@ -37,7 +37,7 @@ func (p *Proxy) upstreamFailure(r *http.Request, err error, timeout bool) {
 	switch {
 	case timeout:
 		class, what = "timeout", "the upstream did not answer in time"
-	case errors.Is(err, syscall.ECONNREFUSED):
+	case errors.Is(err, syscall.ECONNREFUSED), strings.Contains(err.Error(), "actively refused"): // the latter: Windows' WSAECONNREFUSED
 		class, what = "connection_refused", "nothing accepts connections there"
 	case errors.As(err, &dnsErr):
 		class, what = "dns", "the host name does not resolve"

@@ -166,6 +166,7 @@ func TestWriteClass(t *testing.T) {
 		{errors.New("file is not a database"), "corrupt"},
 		{errors.New("database is locked"), "locked"},
 		{ErrQueueFull, "queue_full"},
+		{fmt.Errorf("open: %w", unsupported(4)), "newer_schema"},
 		{errClosed, "gone"},
 		{errors.New("something else"), "failed"},
 	} {

@@ -15,7 +15,7 @@ import (
 // of failure it is and what to do.
 type WriteError struct {
 	Session string // the session id; "" for a blob
-	Class   string // disk_full, read_only, corrupt, locked, queue_full, gone, failed
+	Class   string // disk_full, read_only, corrupt, locked, queue_full, newer_schema, gone, failed
 	Hint    string
 	// Announce is true for the first failure of this condition (Health.Report): the caller
 	// logs Hint at warning level then, and at debug level otherwise.
@@ -57,6 +57,8 @@ func writeClass(err error) string {
 	switch {
 	case errors.Is(err, ErrQueueFull):
 		return "queue_full"
+	case errors.Is(err, ErrUnsupportedSchema):
+		return "newer_schema"
 	case errors.Is(err, errClosed):
 		return "gone"
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
@@ -94,6 +96,8 @@ func writeHint(class, root, path string) string {
 		return "Another process holds a lock on " + path + " longer than the busy timeout: stop whatever else writes it (a second serve, a sqlite3 shell)."
 	case "queue_full":
 		return "The store writes slower than the requests arrive (a slow or stalled disk): the session's next request stores the dropped rows again."
+	case "newer_schema":
+		return path + " was written by a newer smarter-compact: upgrade this one (it leaves the file alone meanwhile)."
 	case "gone":
 		return path + " was deleted or replaced while open: the session's next request opens the file now there and stores its rows again."
 	}

@@ -104,7 +104,6 @@ func (r *Root) Close() error {
 	r.mu.Unlock()
 	r.writers.stop()
 	errs := []error{rerr}
-	errs = append(errs, r.health.closeFile())
 	for _, e := range entries {
 		e.mu.Lock()
 		if e.db != nil {
@@ -113,6 +112,7 @@ func (r *Root) Close() error {
 		}
 		e.mu.Unlock()
 	}
+	errs = append(errs, r.health.closeFile()) // last: the writers' final failures are in it
 	return errors.Join(errs...)
 }
 

@@ -255,7 +255,7 @@ func TestInstallRefusesJSONCSettings(t *testing.T) {
 		t.Fatalf("install on a JSONC settings.json: %v, want exit 1\n%s", err, stdout)
 	}
 	wantIn(t, "install's output and error", stdout.String()+err.Error(), []string{
-		"claude-code: failed, nothing written for it: " + settings + ": line 2: comments or trailing commas (JSONC), which Claude Code does not accept",
+		"claude-code: " + settings + ": line 2: comments or trailing commas (JSONC), which Claude Code does not accept",
 		"remove the comments and trailing commas, then run 'smarter-compact install --agents claude-code'",
 	})
 	if got := mustRead(t, settings); got != jsonc {

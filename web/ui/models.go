@@ -44,6 +44,7 @@ type Live struct {
 	Service     Service
 	// FirstSteps is what to do next on a dashboard with nothing stored yet; nil otherwise.
 	FirstSteps *FirstSteps
+	Health     Health // health.go
 }
 
 // Agent is one agent's row of switches.

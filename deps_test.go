@@ -27,7 +27,7 @@ var importRules = map[string][]string{
 	"":                   {"app"},
 	"app":                {"*"},
 	"app/e2e":            {}, // test-only: doc.go imports nothing; its tests may import app
-	"app/tray":           {"assets", "installer", "store", "web"},
+	"app/tray":           {"assets", "installer", "savings", "store", "web"},
 	"cmd":                {"*"},
 	"store":              {},
 	"store/embedding":    {"store"},
@@ -35,7 +35,8 @@ var importRules = map[string][]string{
 	"proxy":              {"store"},
 	"proxy/fakeupstream": {"store"},
 	"mcp":                {"store", "store/embedding"},
-	"web":                {"store", "assets"},
+	"web":                {"store", "assets", "savings"},
+	"savings":            {"store"},
 	"installer":          {},
 	"assets":             {},
 }

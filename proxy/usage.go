@@ -271,10 +271,14 @@ func (p *Proxy) recordUsage(res *rewritten, u usage) {
 		}
 	}()
 	s := res.sess
+	var saving *store.SavingsRecord
 	if prompt, ok := u.prompt(); ok && prompt > 0 {
 		s.mu.Lock()
 		sample := &usageSample{Chars: res.chars, Tokens: int(prompt)}
-		s.state.thread(res.thread).Sample = sample
+		ts := s.state.thread(res.thread)
+		saving = savingsRecord(res, u, ts.Untrimmed, p.now())
+		ts.Untrimmed = int(saving.SentPromptTokens() + saving.RemovedTokens)
+		ts.Sample = sample
 		s.state.Latest = sample
 		s.dirty = true
 		// A sample only tunes the estimate, so it is saved at most every samplePersist
@@ -288,6 +292,11 @@ func (p *Proxy) recordUsage(res *rewritten, u usage) {
 	p.event(s.sid, store.Event{At: p.now(), Kind: "usage", Version: p.version, Model: res.model,
 		ThreadRoot: res.thread, Trimmed: &res.trimmed, InputTokens: u.input, CacheReadTokens: u.cacheRead,
 		CacheCreationTokens: u.cacheCreation, OutputTokens: u.output, Breakpoints: res.breakpoints, BreakpointAt: res.breakpointAt})
+	if saving != nil {
+		if err := p.root.AppendSavings(s.sid, *saving); err != nil {
+			p.log.Warn("smarter-compact: writing the savings record failed", "session", s.sid, "err", err.Error())
+		}
+	}
 }
 
 // samplePersist is how often a session's usage samples reach .trim.json at the most.

@@ -26,7 +26,8 @@ type SessionInfo struct {
 	// proxy's trim state (the agent of the route the session's requests came on); "" unknown.
 	Agent string
 	Cwd   string // from the registration; "" when the session was not registered
-	// LastActivity is the newest mtime of the session's files (.db, .db-wal, .trim.json).
+	// LastActivity is the newest mtime of the session's files (.db, .db-wal, .trim.json,
+	// .savings.jsonl).
 	LastActivity time.Time
 	Bytes        int64 // .db + .db-wal + .trim.json sizes on disk
 	Rows         int64 // messages rows

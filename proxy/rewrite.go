@@ -188,7 +188,7 @@ func (p *Proxy) newCut(sess *session, sid string, ts *threadState, req *request,
 	}
 	dropped := next.dropped(msgs)
 	plan, block := next, PointerText(sid, dropped)
-	*ts = threadState{Cut: msgs[plan.cut].key, KeepHead: plan.keepHead, Dropped: dropped, Block: block, Sample: ts.Sample}
+	*ts = threadState{Cut: msgs[plan.cut].key, KeepHead: plan.keepHead, Dropped: dropped, Block: block, Sample: ts.Sample, Untrimmed: ts.Untrimmed}
 	if plan.gap > plan.cutEnd+1 && plan.gap < len(msgs) {
 		ts.Gap = msgs[plan.gap].key
 	}

@@ -289,14 +289,15 @@ func (p *Proxy) recordUsage(res *rewritten, u usage) {
 			p.saveState(s)
 		}
 	}
-	p.event(s.sid, store.Event{At: p.now(), Kind: "usage", Version: p.version, Model: res.model,
-		ThreadRoot: res.thread, Trimmed: &res.trimmed, InputTokens: u.input, CacheReadTokens: u.cacheRead,
-		CacheCreationTokens: u.cacheCreation, OutputTokens: u.output, Breakpoints: res.breakpoints, BreakpointAt: res.breakpointAt})
+	// the savings record first: once the usage event has landed, so has its record
 	if saving != nil {
 		if err := p.root.AppendSavings(s.sid, *saving); err != nil {
 			p.log.Warn("smarter-compact: writing the savings record failed", "session", s.sid, "err", err.Error())
 		}
 	}
+	p.event(s.sid, store.Event{At: p.now(), Kind: "usage", Version: p.version, Model: res.model,
+		ThreadRoot: res.thread, Trimmed: &res.trimmed, InputTokens: u.input, CacheReadTokens: u.cacheRead,
+		CacheCreationTokens: u.cacheCreation, OutputTokens: u.output, Breakpoints: res.breakpoints, BreakpointAt: res.breakpointAt})
 }
 
 // samplePersist is how often a session's usage samples reach .trim.json at the most.

@@ -20,6 +20,7 @@ import (
 	"github.com/smarter-compact/smarter-compact/app/tray"
 	"github.com/smarter-compact/smarter-compact/mcp"
 	"github.com/smarter-compact/smarter-compact/proxy"
+	"github.com/smarter-compact/smarter-compact/savings"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/store/embedding"
 	"github.com/smarter-compact/smarter-compact/web"
@@ -111,7 +112,8 @@ func serve(ctx context.Context, args []string, sys system) error {
 	defer px.Close()            // after the server drained, before root.Close
 	st.attach(px, onRowsStored) // adds the embedder's hook before anything is served
 	recall := mcp.New(root, mcpOptions(cfg, sys))
-	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log})
+	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log,
+		Prices: func() savings.Prices { return st.config().Prices }})
 	srv := &http.Server{
 		Handler:           routes(cfg.Port, px, recall.Handler(), dash, log),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -172,7 +174,8 @@ func serve(ctx context.Context, args []string, sys system) error {
 		stops := make(chan func(), 1)
 		go func() {
 			app := &trayApp{state: st, dashboard: base + "/", quit: quit, log: log, sys: sys, configFlag: *configFlag}
-			stops <- tray.Start(bg, app, tray.Options{Agents: configuredAgents, Root: root, Log: log, Getenv: sys.getenv, MainThread: sys.mainThread})
+			stops <- tray.Start(bg, app, tray.Options{Agents: configuredAgents, Root: root, Log: log, Getenv: sys.getenv, MainThread: sys.mainThread,
+				Prices: func() savings.Prices { return st.config().Prices }})
 		}()
 		defer func() { (<-stops)() }()
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/savings"
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
@@ -30,6 +31,9 @@ type statusReport struct {
 	Store       string        `json:"store"`
 	Service     serviceStatus `json:"service"`
 	Agents      []agentStatus `json:"agents"`
+	// Savings is money saved today, this week and per session, agent and model, an
+	// estimate (status_savings.go).
+	Savings savings.Summary `json:"savings"`
 }
 
 // serviceStatus is the answer of GET http://127.0.0.1:<port>/healthz.
@@ -68,11 +72,12 @@ func status(ctx context.Context, args []string, sys system) error {
 
 	rep := statusReport{}
 	port := 4100
+	prices := savings.DefaultPrices() // when the config does not load
 	path, explicit, err := ConfigPath(*configFlag, sys.getenv, sys.configDir)
 	if err == nil {
 		var cfg Config
 		if cfg, err = LoadConfig(path, explicit, sys.getenv); err == nil {
-			rep.Config, port = cfg.Path, cfg.Port
+			rep.Config, port, prices = cfg.Path, cfg.Port, cfg.Prices
 			rep.Agents = agentStatuses(cfg, sys.getenv, port)
 		}
 	}
@@ -90,6 +95,9 @@ func status(ctx context.Context, args []string, sys system) error {
 	defer root.Close()
 	rep.Store = root.Dir()
 	if rep.Status, err = root.Status(ctx, time.Now(), *hours); err != nil {
+		return err
+	}
+	if rep.Savings, err = readSavings(ctx, root, prices, time.Now()); err != nil {
 		return err
 	}
 	if rep.Agents == nil {
@@ -190,6 +198,7 @@ func writeStatus(w io.Writer, rep *statusReport) {
 	if config == "" {
 		config = "none (defaults)"
 	}
+	writeSavings(w, &rep.Savings)
 	p("Config: %s", config)
 	if rep.ConfigError != "" {
 		p("  error: %s", strings.ReplaceAll(rep.ConfigError, "\n", "\n         "))

@@ -111,6 +111,11 @@ func (s *Server) liveView(ctx context.Context, stamp string) (ui.Live, error) {
 		}
 	}
 	l.Daily = dailyChart(days)
+	sum, err := s.savingsSummary(ctx)
+	if ctx.Err() != nil {
+		return ui.Live{}, ctx.Err()
+	}
+	l.Savings = savingsView(sum, err)
 	return l, nil
 }
 

@@ -42,6 +42,7 @@ type Live struct {
 	Stats       Stats
 	Daily       BarChart
 	Service     Service
+	Savings     Savings // savings.go
 }
 
 // Agent is one agent's row of switches.

@@ -260,7 +260,11 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 		s.log.Warn("dashboard: session events", "session", sid, "err", err)
 		p.EventsError = "The events of this session could not be read: " + err.Error()
 	}
-	p.Chart = promptChart(events)
+	recs, err := s.root.SessionSavings(sid)
+	if err != nil {
+		s.log.Warn("dashboard: session savings", "session", sid, "err", err)
+	}
+	p.Chart = promptChart(events, recs)
 	p.Usage, p.UsageNote = usageRows(events)
 	if len(events) == eventsLimit {
 		p.UsageNote = strings.TrimSpace(fmt.Sprintf("The chart covers the newest %d events. %s", eventsLimit, p.UsageNote))

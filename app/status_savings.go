@@ -47,7 +47,11 @@ func moneyLine(f savings.Figure) string {
 	if f.Percent != nil {
 		pct = strconv.FormatFloat(*f.Percent, 'f', 1, 64) + " %"
 	}
-	line := fmt.Sprintf("%s (%s) of %s untrimmed, %d requests", dollars(f.Saved), pct, dollars(f.Untrimmed), f.Requests)
+	reqs := "requests"
+	if f.Requests == 1 {
+		reqs = "request"
+	}
+	line := fmt.Sprintf("%s (%s) of %s untrimmed, %d %s", dollars(f.Saved), pct, dollars(f.Untrimmed), f.Requests, reqs)
 	if f.Unpriced > 0 {
 		line += fmt.Sprintf(", %d without a price", f.Unpriced)
 	}

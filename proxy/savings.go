@@ -30,9 +30,11 @@ func wholeChars(req *request, msgs []*message) int {
 // Billing of the untrimmed prompt: a request that made a new cut (trimmed = 2) rewrote the
 // prompt cache from the cut on, which the untrimmed request would not have: it would have read
 // the previous untrimmed prompt from the cache (when this call read any cache at all, so the
-// cache was warm) and written only what is new. Every other request's removed tokens are
-// billed in the same mix as its sent prompt: mostly cache reads when it hit the cache,
-// writes when it wrote it, input when it had no cache.
+// cache was warm) and written only what is new. A request that carried an earlier cut
+// (trimmed = 1) removed old history, which the untrimmed request would have read from the
+// cache when this one read any (written it when this one only wrote, sent it as input
+// without a cache). A request without a cut (trimmed = 0) removed only compressed tool
+// results, billed in the same mix as its sent prompt.
 func savingsRecord(res *rewritten, u usage, prevUntrimmed int, now time.Time) *store.SavingsRecord {
 	val := func(p *int64) int64 {
 		if p == nil {
@@ -59,6 +61,19 @@ func savingsRecord(res *rewritten, u usage, prevUntrimmed int, now time.Time) *s
 		return rec
 	}
 	d := rec.RemovedTokens
+	if res.trimmed == 1 {
+		// an earlier cut: what it removed is old history, which the untrimmed conversation
+		// would have had in its cached prefix whenever this call read the cache at all
+		rec.UntrimmedCacheReadTokens, rec.UntrimmedCacheCreationTokens = read, write
+		switch {
+		case read > 0:
+			rec.UntrimmedCacheReadTokens += d
+		case write > 0:
+			rec.UntrimmedCacheCreationTokens += d
+		}
+		rec.UntrimmedInputTokens = whole - rec.UntrimmedCacheReadTokens - rec.UntrimmedCacheCreationTokens
+		return rec
+	}
 	if sent > 0 {
 		rec.UntrimmedCacheReadTokens = read + int64(math.Round(float64(d)*float64(read)/float64(sent)))
 		rec.UntrimmedCacheCreationTokens = write + int64(math.Round(float64(d)*float64(write)/float64(sent)))

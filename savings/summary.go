@@ -124,26 +124,28 @@ func Summarize(groups []store.SavingsGroup, prices Prices, now time.Time) Summar
 	return s
 }
 
-// SessionFigure prices one session's records over all its days.
-func SessionFigure(groups []store.SavingsGroup, prices Prices) (Figure, []string) {
+// RecordsFigure prices records (one session's, store.Root.SessionSavings) over all their
+// days; the notes name the models without a price.
+func RecordsFigure(recs []store.SavingsRecord, prices Prices) (Figure, []string) {
 	var f Figure
 	var missing []string
-	for i := range groups {
-		g := &groups[i]
-		price, _, ok := prices.Lookup(g.Model)
+	for i := range recs {
+		r := &recs[i]
+		price, _, ok := prices.Lookup(r.Model)
 		if !ok {
-			f.Unpriced += g.Requests
-			if !slices.Contains(missing, g.Model) {
-				missing = append(missing, g.Model)
+			f.Unpriced++
+			if !slices.Contains(missing, r.Model) {
+				missing = append(missing, r.Model)
 			}
 			continue
 		}
-		sent, untrimmed := tokens(g.Sent), tokens(g.Untrimmed)
+		sent := Tokens{r.InputTokens, r.CacheReadTokens, r.CacheCreationTokens, r.OutputTokens}
+		untrimmed := Tokens{r.UntrimmedInputTokens, r.UntrimmedCacheReadTokens, r.UntrimmedCacheCreationTokens, r.OutputTokens}
 		f.Cost += price.Cost(sent)
 		f.Untrimmed += price.Cost(untrimmed)
-		f.Requests += g.Requests
-		f.SentTokens += sent.Input + sent.CacheRead + sent.CacheWrite
-		f.UntrimmedTokens += untrimmed.Input + untrimmed.CacheRead + untrimmed.CacheWrite
+		f.Requests++
+		f.SentTokens += r.SentPromptTokens()
+		f.UntrimmedTokens += r.UntrimmedPromptTokens()
 	}
 	f.finish()
 	slices.Sort(missing)

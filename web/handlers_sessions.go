@@ -288,6 +288,9 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 			if si.Problem != "" {
 				p.Facts = append(p.Facts, ui.Fact{Label: "Problem", Value: si.Problem})
 			}
+			if len(recs) > 0 {
+				p.Facts = append(p.Facts, s.savingsFact(recs))
+			}
 			break
 		}
 	}

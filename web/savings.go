@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/smarter-compact/smarter-compact/savings"
+	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/web/ui"
 )
 
@@ -62,7 +64,7 @@ func figureView(f savings.Figure) ui.SavingsFigure {
 		Negative: f.Saved < 0,
 	}
 	if f.Percent != nil {
-		v.Percent = strconv.FormatFloat(*f.Percent, 'f', 1, 64) + " %"
+		v.Percent = strings.Replace(strconv.FormatFloat(*f.Percent, 'f', 1, 64), "-", "−", 1) + "\u00a0%"
 	}
 	v.Requests = ui.Plural(f.Requests, "request", "requests")
 	if f.Unpriced > 0 {
@@ -84,3 +86,15 @@ func USD(v float64) string {
 }
 
 func exact(v float64) string { return strconv.FormatFloat(math.Round(v*1e6)/1e6, 'f', 6, 64) }
+
+// savingsFact is the session page's "Saved (estimate)" line: the session's money over all
+// its requests.
+func (s *Server) savingsFact(recs []store.SavingsRecord) ui.Fact {
+	f, notes := savings.RecordsFigure(recs, s.currentPrices())
+	v := figureView(f)
+	text := fmt.Sprintf("%s (%s): cost %s, untrimmed %s, %s", v.Saved, v.Percent, v.Cost, v.Untrimmed, v.Requests)
+	for _, n := range notes {
+		text += "; " + n
+	}
+	return ui.Fact{Label: "Saved (estimate)", Value: text}
+}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
+
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
@@ -56,7 +58,7 @@ func TestOverviewShowsSavings(t *testing.T) {
 	if got, want := strings.TrimSpace(d.Find(testID("savings-today-saved")).Text()), USD(untrimmed-cost); got != want {
 		t.Errorf("today saved %q, want %q", got, want)
 	}
-	if got := strings.TrimSpace(d.Find(testID("savings-today-percent")).Text()); !strings.HasSuffix(got, " %") || got == "– %" {
+	if got := strings.TrimSpace(d.Find(testID("savings-today-percent")).Text()); !strings.HasSuffix(got, "\u00a0%") {
 		t.Errorf("today's percent %q", got)
 	}
 	if d.Find(testID("savings-session")).Length() != 1 || d.Find(testID("savings-agent")).Find("td").Eq(1).Text() != "claude-code" {
@@ -90,6 +92,11 @@ func TestSessionChartHasThreeLines(t *testing.T) {
 		if len(pts) != 3 {
 			t.Errorf("%s has %d points, want 3 (one per request)", id, len(pts))
 		}
+	}
+	if fact := d.Find("dd").FilterFunction(func(_ int, sel *goquery.Selection) bool {
+		return strings.Contains(sel.Prev().Text(), "Saved (estimate)")
+	}); !strings.Contains(fact.Text(), "3 requests") {
+		t.Errorf("the session facts lack the savings line: %q", fact.Text())
 	}
 	// the threshold is flat, and above the untrimmed line's point for the first request
 	th := strings.Fields(d.Find(testID("line-threshold")).AttrOr("points", ""))

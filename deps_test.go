@@ -138,7 +138,7 @@ func TestDepsCatches(t *testing.T) {
 		`app/e2e/helper.go: imports example.com/m/app: app/e2e may import only [] (DESIGN.md §3)`,
 		`app/run.go: imports example.com/m/cmd/bench: nothing imports cmd`,
 		`app/run.go: imports github.com/go-chi/chi/v5: chi stays in web`,
-		`app/tray/tray.go: imports example.com/m/proxy: app/tray may import only [assets installer store web] (DESIGN.md §3)`,
+		`app/tray/tray.go: imports example.com/m/proxy: app/tray may import only [assets installer savings store web] (DESIGN.md §3)`,
 		`extra: directory is not in importRules (deps_test.go): add it with its allowed imports (DESIGN.md §3)`,
 		`installer/i.go: imports github.com/a-h/templ/runtime: templ stays in web`,
 		`mcp/m.go: imports example.com/m/store/storetest: mcp may import only [store store/embedding] (DESIGN.md §3)`,

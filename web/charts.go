@@ -130,6 +130,7 @@ func promptChart(events []store.EventInfo, recs []store.SavingsRecord) ui.LineCh
 	for _, p := range pts {
 		top = max(top, p.tokens)
 	}
+	peak := top // of what was sent
 	// the newest records match the newest points (both are one per request with a prompt)
 	n := min(len(pts), len(recs))
 	lined, recs := pts[len(pts)-n:], recs[len(recs)-n:]
@@ -177,7 +178,7 @@ func promptChart(events []store.EventInfo, recs []store.SavingsRecord) ui.LineCh
 	}
 	c.Summary = fmt.Sprintf("%s, %d with token counts, peak %s; %s marked.",
 		ui.Plural(int64(requests), "request", "requests"), len(pts),
-		ui.Plural(top, "prompt token", "prompt tokens"), ui.Plural(int64(len(marks)), "trim", "trims"))
+		ui.Plural(peak, "prompt token", "prompt tokens"), ui.Plural(int64(len(marks)), "trim", "trims"))
 	if n > 1 {
 		last := recs[n-1]
 		c.Summary += fmt.Sprintf(" Last request: %s sent, about %s untrimmed (estimate), threshold %s.",

@@ -17,6 +17,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/smarter-compact/smarter-compact/proxy"
+	"github.com/smarter-compact/smarter-compact/store/savings"
 )
 
 // Agent names as they appear in [context_proxy.agents], route prefixes and events
@@ -59,6 +60,8 @@ type Config struct {
 	EmbeddingTimeout time.Duration
 	// EmbeddingMaxChars is how many characters of each row's head are embedded.
 	EmbeddingMaxChars int
+	// Prices are the list prices the savings figures use ([prices], config_prices.go).
+	Prices savings.Prices
 	// Warnings are values that fell back to a default as the seed prescribes
 	// (trim_to_fraction out of range, CONTEXT_TRIM_AT_TOKENS not an integer); serve logs
 	// each once.
@@ -90,6 +93,7 @@ type fileConfig struct {
 			OpenCode   fileUpstreams `toml:"opencode"`
 		} `toml:"agents"`
 	} `toml:"upstream"`
+	Prices map[string]filePrice `toml:"prices"` // config_prices.go
 }
 
 // families returns [upstream]'s keys by API family.
@@ -474,6 +478,7 @@ func (r *resolver) resolve(f *fileConfig) Config {
 	c.Proxy = s
 
 	c.Agents = r.agents(cp)
+	c.Prices = r.prices(f.Prices)
 	c.Warnings = r.warnings
 	return c
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/smarter-compact/smarter-compact/app/tray"
 	"github.com/smarter-compact/smarter-compact/mcp"
 	"github.com/smarter-compact/smarter-compact/proxy"
+	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/store/embedding"
 	"github.com/smarter-compact/smarter-compact/web"
@@ -117,7 +118,8 @@ func serve(ctx context.Context, args []string, sys system) error {
 	recall := mcp.New(root, mcpOptions(cfg, sys))
 	// The dashboard's install and uninstall read the config serve reads (--config, else
 	// SMARTER_COMPACT_CONFIG, else the default).
-	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log, Wirer: newWirer(st, sys, *configFlag)})
+	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log, Wirer: newWirer(st, sys, *configFlag),
+		Prices: func() savings.Prices { return st.config().Prices }})
 	srv := &http.Server{
 		Handler:           routes(cfg.Port, px, recall.Handler(), dash, log),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -178,7 +180,8 @@ func serve(ctx context.Context, args []string, sys system) error {
 		stops := make(chan func(), 1)
 		go func() {
 			app := &trayApp{state: st, dashboard: base + "/", quit: quit, log: log, sys: sys, configFlag: *configFlag}
-			stops <- tray.Start(bg, app, tray.Options{Agents: configuredAgents, Root: root, Log: log, Getenv: sys.getenv, MainThread: sys.mainThread})
+			stops <- tray.Start(bg, app, tray.Options{Agents: configuredAgents, Root: root, Log: log, Getenv: sys.getenv, MainThread: sys.mainThread,
+				Prices: func() savings.Prices { return st.config().Prices }})
 		}()
 		defer func() { (<-stops)() }()
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
@@ -31,6 +32,9 @@ type statusReport struct {
 	Service     serviceStatus `json:"service"`
 	Agents      []agentStatus `json:"agents"`
 	Health      statusHealth  `json:"health"` // status_health.go
+	// Savings is money saved today, this week and per session, agent and model, an
+	// estimate (status_savings.go).
+	Savings savings.Summary `json:"savings"`
 }
 
 // serviceStatus is the answer of GET http://127.0.0.1:<port>/healthz.
@@ -70,11 +74,12 @@ func status(ctx context.Context, args []string, sys system) error {
 
 	rep := statusReport{}
 	port := 4100
+	prices := savings.DefaultPrices() // when the config does not load
 	path, explicit, err := ConfigPath(*configFlag, sys.getenv, sys.configDir)
 	if err == nil {
 		var cfg Config
 		if cfg, err = LoadConfig(path, explicit, sys.getenv); err == nil {
-			rep.Config, port = cfg.Path, cfg.Port
+			rep.Config, port, prices = cfg.Path, cfg.Port, cfg.Prices
 			rep.Agents = agentStatuses(cfg, sys.getenv, port)
 		}
 	}
@@ -93,6 +98,9 @@ func status(ctx context.Context, args []string, sys system) error {
 	rep.Store = root.Dir()
 	rep.Health = readHealth(ctx, sys, rep.Service, root.Dir())
 	if rep.Status, err = root.Status(ctx, time.Now(), *hours); err != nil {
+		return err
+	}
+	if rep.Savings, err = readSavings(ctx, root, prices, time.Now()); err != nil {
 		return err
 	}
 	if rep.Agents == nil {
@@ -118,6 +126,7 @@ func status(ctx context.Context, args []string, sys system) error {
 // the service line, since an error there is what the user must see first.
 func writeStatusSummary(w io.Writer, rep *statusReport, verbose bool) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
+	writeSavingsHeadline(w, &rep.Savings) // "you saved $X today" first (issue 15)
 	switch {
 	case rep.Service.Answering && rep.Service.Error != "":
 		p("Service: running, but %s", rep.Service.Error)
@@ -256,6 +265,7 @@ func writeStatus(w io.Writer, rep *statusReport) {
 	if config == "" {
 		config = "none (defaults)"
 	}
+	writeSavings(w, &rep.Savings)
 	p("Config: %s", config)
 	if rep.ConfigError != "" {
 		p("  error: %s", strings.ReplaceAll(rep.ConfigError, "\n", "\n         "))

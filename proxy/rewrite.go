@@ -20,6 +20,9 @@ type rewritten struct {
 	model   string
 	chars   int
 	trimmed int64 // 0 sent whole, 1 carried an earlier cut, 2 made a new cut (contract: Events)
+	// wholeChars and threshold are for the savings record (savings.go): the estimate
+	// characters of the request as the agent sent it, and the trim threshold that applied.
+	wholeChars, threshold int
 
 	// breakpoints and breakpointAt: the Anthropic route only (contract: Events); nil on
 	// the others.
@@ -137,7 +140,7 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 		p.keepRequest(sess, thread, req, msgs, plan, now)
 	}
 	return &rewritten{body: v.body, format: req.format, sess: sess, thread: thread, model: req.model, chars: v.chars,
-		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt}, nil
+		trimmed: trimmed, wholeChars: wholeChars(req, msgs), threshold: threshold, breakpoints: bpCount, breakpointAt: bpAt}, nil
 }
 
 // threadPlan returns the thread's trim state, its stored cut found in msgs, and the
@@ -192,7 +195,7 @@ func (p *Proxy) newCut(sess *session, sid string, ts *threadState, req *request,
 	}
 	dropped := next.dropped(msgs)
 	plan, block := next, PointerText(sid, dropped)
-	*ts = threadState{Cut: msgs[plan.cut].key, KeepHead: plan.keepHead, Dropped: dropped, Block: block, Sample: ts.Sample}
+	*ts = threadState{Cut: msgs[plan.cut].key, KeepHead: plan.keepHead, Dropped: dropped, Block: block, Sample: ts.Sample, Untrimmed: ts.Untrimmed}
 	if plan.gap > plan.cutEnd+1 && plan.gap < len(msgs) {
 		ts.Gap = msgs[plan.gap].key
 	}

@@ -34,6 +34,9 @@ type threadState struct {
 	Block    string       `json:"block,omitempty"` // the pointer (and recall) text, repeated byte for byte
 	Dropped  int          `json:"dropped,omitempty"`
 	Sample   *usageSample `json:"sample,omitempty"`
+	// Untrimmed is the estimated prompt tokens of the thread's last request as the agent
+	// sent it (savings.go): what the prompt cache would have held without trimming.
+	Untrimmed int `json:"untrimmed,omitempty"`
 }
 
 // usageSample pairs the characters of a forwarded view with the prompt tokens the

@@ -271,10 +271,14 @@ func (p *Proxy) recordUsage(res *rewritten, u usage) {
 		}
 	}()
 	s := res.sess
+	var saving *store.SavingsRecord
 	if prompt, ok := u.prompt(); ok && prompt > 0 {
 		s.mu.Lock()
 		sample := &usageSample{Chars: res.chars, Tokens: int(prompt)}
-		s.state.thread(res.thread).Sample = sample
+		ts := s.state.thread(res.thread)
+		saving = savingsRecord(res, u, ts.Untrimmed, p.now())
+		ts.Untrimmed = int(saving.SentPromptTokens() + saving.RemovedTokens)
+		ts.Sample = sample
 		s.state.Latest = sample
 		s.dirty = true
 		// A sample only tunes the estimate, so it is saved at most every samplePersist
@@ -283,6 +287,12 @@ func (p *Proxy) recordUsage(res *rewritten, u usage) {
 		s.mu.Unlock()
 		if save {
 			p.saveState(s)
+		}
+	}
+	// the savings record first: once the usage event has landed, so has its record
+	if saving != nil {
+		if err := p.root.AppendSavings(s.sid, *saving); err != nil {
+			p.log.Warn("smarter-compact: writing the savings record failed", "session", s.sid, "err", err.Error())
 		}
 	}
 	p.event(s.sid, store.Event{At: p.now(), Kind: "usage", Version: p.version, Model: res.model,

@@ -15,7 +15,7 @@ import (
 
 // sessionSuffixes are the files of one session (contract: Retention), longest match first:
 // .trim.json before .json.
-var sessionSuffixes = []string{".trim.json", ".log.jsonl", ".db-wal", ".db-shm", ".db", ".json", ".force"}
+var sessionSuffixes = []string{".trim.json", savingsSuffix, ".log.jsonl", ".db-wal", ".db-shm", ".db", ".json", ".force"}
 
 // blobGrace keeps blobs younger than this out of the orphan pass: the proxy writes a blob
 // before the row that references it commits, and a sweep can run in between.

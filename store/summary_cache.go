@@ -44,8 +44,9 @@ func stampEntry(dir string, e fs.DirEntry) fileStamp {
 }
 
 // sessionStamp is one state of a session's files: what was read at a stamp holds while
-// none of them changes size or mtime. reg (the registration) gives Agent and Cwd.
-type sessionStamp struct{ db, wal, trim, reg fileStamp }
+// none of them changes size or mtime. reg (the registration) gives Agent and Cwd; savings
+// is the savings records (savings.go).
+type sessionStamp struct{ db, wal, trim, reg, savings fileStamp }
 
 // sessionFiles is one sessions/<sid>.db as listed now.
 type sessionFiles struct {
@@ -56,10 +57,10 @@ type sessionFiles struct {
 	settled bool
 }
 
-// lastActivity is the newest mtime of .db, .db-wal and .trim.json.
+// lastActivity is the newest mtime of .db, .db-wal, .trim.json and .savings.jsonl.
 func (f *sessionFiles) lastActivity() time.Time {
 	var n int64
-	for _, s := range []fileStamp{f.stamp.db, f.stamp.wal, f.stamp.trim} {
+	for _, s := range []fileStamp{f.stamp.db, f.stamp.wal, f.stamp.trim, f.stamp.savings} {
 		if s.size >= 0 && s.mtime > n {
 			n = s.mtime
 		}
@@ -98,16 +99,17 @@ func (r *Root) listSessionFiles() ([]sessionFiles, error) {
 		}
 		f := sessionFiles{sid: strings.TrimSuffix(name, ".db")}
 		f.stamp = sessionStamp{
-			db:   stampEntry(dir, e),
-			wal:  stampEntry(dir, byName[name+"-wal"]),
-			trim: stampEntry(dir, byName[f.sid+".trim.json"]),
-			reg:  stampEntry(dir, byName[f.sid+".json"]),
+			db:      stampEntry(dir, e),
+			wal:     stampEntry(dir, byName[name+"-wal"]),
+			trim:    stampEntry(dir, byName[f.sid+".trim.json"]),
+			reg:     stampEntry(dir, byName[f.sid+".json"]),
+			savings: stampEntry(dir, byName[f.sid+savingsSuffix]),
 		}
 		if f.stamp.db.size < 0 {
 			continue // deleted since the listing
 		}
 		f.settled = true
-		for _, s := range []fileStamp{f.stamp.db, f.stamp.wal, f.stamp.trim, f.stamp.reg} {
+		for _, s := range []fileStamp{f.stamp.db, f.stamp.wal, f.stamp.trim, f.stamp.reg, f.stamp.savings} {
 			if s.size >= 0 && s.mtime > settledBefore {
 				f.settled = false
 			}
@@ -124,6 +126,7 @@ type dashCache struct {
 	mu        sync.Mutex
 	summaries map[string]*summaryEntry
 	events    map[string]*eventsEntry
+	savings   map[string]*savingsEntry
 }
 
 type summaryEntry struct {
@@ -142,7 +145,7 @@ type eventsEntry struct {
 func (c *dashCache) prune(files []sessionFiles) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.summaries)+len(c.events) == 0 {
+	if len(c.summaries)+len(c.events)+len(c.savings) == 0 {
 		return
 	}
 	live := make(map[string]bool, len(files))
@@ -157,6 +160,11 @@ func (c *dashCache) prune(files []sessionFiles) {
 	for sid := range c.events {
 		if !live[sid] {
 			delete(c.events, sid)
+		}
+	}
+	for sid := range c.savings {
+		if !live[sid] {
+			delete(c.savings, sid)
 		}
 	}
 }

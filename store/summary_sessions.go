@@ -31,7 +31,8 @@ type SessionInfo struct {
 	// <environment_context>, are passed over), at most FirstPromptChars characters with
 	// runs of white space as one space; "" when there is none.
 	FirstPrompt string
-	// LastActivity is the newest mtime of the session's files (.db, .db-wal, .trim.json).
+	// LastActivity is the newest mtime of the session's files (.db, .db-wal, .trim.json,
+	// .savings.jsonl).
 	LastActivity time.Time
 	Bytes        int64 // .db + .db-wal + .trim.json sizes on disk
 	Rows         int64 // messages rows

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
@@ -27,6 +28,9 @@ type apiStatusBody struct {
 	Last24hError string               `json:"last24hError,omitempty"`
 	Today        *apiDay              `json:"today"`
 	Health       store.HealthSnapshot `json:"health"` // the store's health record (health.go)
+	// Savings is money saved today, this week and per session, agent and model (savings.go).
+	Savings      *savings.Summary `json:"savings"`
+	SavingsError string           `json:"savingsError,omitempty"`
 }
 
 // apiDay is one day's totals.
@@ -63,6 +67,14 @@ func (s *Server) apiStatus(w http.ResponseWriter, r *http.Request) error {
 	if days, err := s.root.Daily(ctx, s.now(), 1); err == nil && len(days) == 1 {
 		d := days[0]
 		body.Today = &apiDay{d.Date, d.Trims, d.TokensSaved, d.Requests, d.FailOpens}
+	}
+	if sum, err := s.savingsSummary(ctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		body.SavingsError = err.Error()
+	} else {
+		body.Savings = &sum
 	}
 	writeJSON(w, http.StatusOK, body)
 	return nil

@@ -106,7 +106,11 @@ const maxDots = 400
 // point per usage event that reported them, in event order. A trim is marked at the request
 // it applied to: a trim event at the next usage event after it, and a usage event that
 // reported a new cut (trimmed = 2); both for one request make one mark.
-func promptChart(events []store.EventInfo) ui.LineChart {
+//
+// With the session's savings records (recs, one per usage event that reported its prompt,
+// in the same order) it draws two more lines: what the request would have sent untrimmed
+// (the estimate) and the trim threshold that applied.
+func promptChart(events []store.EventInfo, recs []store.SavingsRecord) ui.LineChart {
 	c := ui.LineChart{
 		TestID: "chart-prompt-tokens", Title: "Prompt tokens per request, trims marked",
 		Width: chartW, Height: chartH, XAxisY: chartBottom, PlotX0: chartLeft, PlotX1: chartRight, PlotY0: chartTop,
@@ -126,11 +130,32 @@ func promptChart(events []store.EventInfo) ui.LineChart {
 	for _, p := range pts {
 		top = max(top, p.tokens)
 	}
+	peak := top // of what was sent
+	// the newest records match the newest points (both are one per request with a prompt)
+	n := min(len(pts), len(recs))
+	lined, recs := pts[len(pts)-n:], recs[len(recs)-n:]
+	for i := range recs {
+		top = max(top, recs[i].UntrimmedPromptTokens(), recs[i].ThresholdTokens)
+	}
 	scale := niceCeil(float64(top))
 	c.YTicks = yTicks(scale)
 	yOf := func(v int64) float64 { return chartBottom - float64(v)/scale*(chartBottom-chartTop) }
 
 	promptLine(&c, pts, xOf, yOf)
+	if n > 1 {
+		var un, th strings.Builder
+		for i, p := range lined {
+			if i > 0 {
+				un.WriteByte(' ')
+				th.WriteByte(' ')
+			}
+			x := strconv.FormatFloat(xOf(p.n), 'f', 1, 64)
+			un.WriteString(x + "," + strconv.FormatFloat(yOf(recs[i].UntrimmedPromptTokens()), 'f', 1, 64))
+			th.WriteString(x + "," + strconv.FormatFloat(yOf(recs[i].ThresholdTokens), 'f', 1, 64))
+		}
+		c.Untrimmed, c.Threshold = un.String(), th.String()
+		c.Title = "Prompt tokens per request: sent, would have been sent untrimmed (estimate), threshold; trims marked"
+	}
 	nums := make([]int, 0, len(marks))
 	for n := range marks {
 		nums = append(nums, n)
@@ -153,7 +178,12 @@ func promptChart(events []store.EventInfo) ui.LineChart {
 	}
 	c.Summary = fmt.Sprintf("%s, %d with token counts, peak %s; %s marked.",
 		ui.Plural(int64(requests), "request", "requests"), len(pts),
-		ui.Plural(top, "prompt token", "prompt tokens"), ui.Plural(int64(len(marks)), "trim", "trims"))
+		ui.Plural(peak, "prompt token", "prompt tokens"), ui.Plural(int64(len(marks)), "trim", "trims"))
+	if n > 1 {
+		last := recs[n-1]
+		c.Summary += fmt.Sprintf(" Last request: %s sent, about %s untrimmed (estimate), threshold %s.",
+			ui.Commas(last.SentPromptTokens()), ui.Commas(last.UntrimmedPromptTokens()), ui.Commas(last.ThresholdTokens))
+	}
 	return c
 }
 

@@ -115,6 +115,11 @@ func (s *Server) liveView(ctx context.Context, stamp string) (ui.Live, error) {
 	}
 	l.Daily = dailyChart(days)
 	l.Health = healthView(s.root.Health().Snapshot(), now)
+	sum, err := s.savingsSummary(ctx)
+	if ctx.Err() != nil {
+		return ui.Live{}, ctx.Err()
+	}
+	l.Savings = savingsView(sum, err)
 	return l, nil
 }
 

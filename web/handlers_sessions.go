@@ -274,7 +274,11 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 		s.log.Warn("dashboard: session events", "session", sid, "err", err)
 		p.EventsError = "The events of this session could not be read: " + err.Error()
 	}
-	p.Chart = promptChart(events)
+	recs, err := s.root.SessionSavings(sid)
+	if err != nil {
+		s.log.Warn("dashboard: session savings", "session", sid, "err", err)
+	}
+	p.Chart = promptChart(events, recs)
 	p.Usage, p.UsageNote = usageRows(events)
 	if len(events) == eventsLimit {
 		p.UsageNote = strings.TrimSpace(fmt.Sprintf("The chart covers the newest %d events. %s", eventsLimit, p.UsageNote))
@@ -299,6 +303,9 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 			}
 			if si.Problem != "" {
 				p.Facts = append(p.Facts, ui.Fact{Label: "Problem", Value: si.Problem})
+			}
+			if len(recs) > 0 {
+				p.Facts = append(p.Facts, s.savingsFact(recs))
 			}
 			break
 		}

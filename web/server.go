@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/assets"
+	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
@@ -28,6 +29,9 @@ type Options struct {
 	Wirer Wirer
 	Log   *slog.Logger
 	Now   func() time.Time // nil: time.Now
+	// Prices returns the current price table of the savings figures; nil (or a nil table):
+	// the built-in list prices.
+	Prices func() savings.Prices
 }
 
 // Server serves the dashboard (/ and /ui/…) and the JSON control API (/api/…) on the one
@@ -39,6 +43,7 @@ type Server struct {
 	token   string
 	log     *slog.Logger
 	now     func() time.Time
+	prices  func() savings.Prices
 
 	csrf   string // per-process random token the forms and htmx carry
 	cop    *http.CrossOriginProtection
@@ -79,6 +84,7 @@ func New(o Options) *Server {
 		token:   o.APIToken,
 		log:     o.Log,
 		now:     o.Now,
+		prices:  o.Prices,
 		cop:     http.NewCrossOriginProtection(),
 		static:  assets.Web(),
 

@@ -71,7 +71,7 @@ const trayConfig = `# tray e2e: this comment must survive the switches' edits
 trim_at_tokens = 2000
 `
 
-var trayStatusRE = regexp.MustCompile(`^Today: (\d+) requests?, (\d+) trims?$`)
+var trayStatusRE = regexp.MustCompile(`^Today: (\d+) requests?, (\d+) trims?(, -?\$[0-9.]+ saved \(-?[0-9.]+ %\))?$`)
 
 func TestE2ETray(t *testing.T) {
 	t.Run("icons", testTrayIcons)

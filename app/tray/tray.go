@@ -7,7 +7,7 @@
 //
 // The menu:
 //
-//	Today: N requests, M trims     (disabled; every refreshEvery and on every state change)
+//	Today: N requests, M trims, $X saved (P %)   (disabled; every refreshEvery and on every state change)
 //	Problem: <what fails>          (disabled; shown only while the health record has one)
 //	-----
 //	Trim Claude Code  [x]          one checkbox per agent: checked = trimming on
@@ -55,6 +55,7 @@ import (
 	"github.com/cli/browser"
 
 	"github.com/smarter-compact/smarter-compact/assets"
+	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/web"
 )
@@ -93,7 +94,10 @@ type Options struct {
 	Agents []string
 	// Root is the store the status line and the error icon read; nil: none.
 	Root *store.Root
-	Log  *slog.Logger
+	// Prices returns the price table of the money saved in the status line; nil: the
+	// built-in list prices.
+	Prices func() savings.Prices
+	Log    *slog.Logger
 	// Getenv is the service's environment (the session bus on Linux); nil: the process's.
 	Getenv func(string) string
 	// MainThread, when set, runs f on the process's main thread and returns at once, true;
@@ -166,8 +170,9 @@ type view struct {
 // fail-open it knows of.
 type storeStats struct {
 	Today     store.Day
-	TodayErr  error     // Daily failed: the status line says so
-	LastError time.Time // newest fail-open seen; zero when none
+	TodayErr  error           // Daily failed: the status line says so
+	Saved     *savings.Figure // today's money saved; nil when the savings could not be read
+	LastError time.Time       // newest fail-open seen; zero when none
 	// failOpens is the fail-open count of the last two days when LastError was looked up:
 	// Status (which reads every session database) runs again only when it changes.
 	failOpens int64
@@ -181,7 +186,7 @@ type storeStats struct {
 // read refreshes s from root: Daily on every call (cached by the store), Status only
 // when the fail-open count moved. Two days, so a fail-open just before midnight UTC still
 // counts after it.
-func (s *storeStats) read(ctx context.Context, root *store.Root, now time.Time, log *slog.Logger) {
+func (s *storeStats) read(ctx context.Context, root *store.Root, prices savings.Prices, now time.Time, log *slog.Logger) {
 	s.Health = root.Health().Snapshot()
 	days, err := root.Daily(ctx, now, 2)
 	if err != nil || len(days) == 0 {
@@ -195,6 +200,7 @@ func (s *storeStats) read(ctx context.Context, root *store.Root, now time.Time, 
 		return
 	}
 	s.Today, s.TodayErr = days[len(days)-1], nil
+	s.readSavings(ctx, root, prices, now)
 	var fo int64
 	for _, d := range days {
 		fo += d.FailOpens
@@ -222,12 +228,40 @@ func (s *storeStats) read(ctx context.Context, root *store.Root, now time.Time, 
 	}
 }
 
-// statusLine is the disabled first item: "Today: 12 requests, 3 trims".
+// readSavings sets Saved from today's savings records (a read of files the store caches).
+func (s *storeStats) readSavings(ctx context.Context, root *store.Root, prices savings.Prices, now time.Time) {
+	groups, err := root.Savings(ctx, now)
+	if err != nil {
+		s.Saved = nil
+		return
+	}
+	f := savings.Summarize(groups, prices, now).Today
+	s.Saved = &f
+}
+
+// statusLine is the disabled first item: "Today: 12 requests, 3 trims, $0.42 saved (58.0 %)"
+// (the money only once a priced request was recorded today).
 func statusLine(s storeStats) string {
 	if s.TodayErr != nil {
 		return "Today: totals unavailable (see the log)"
 	}
-	return fmt.Sprintf("Today: %s, %s", plural(s.Today.Requests, "request"), plural(s.Today.Trims, "trim"))
+	line := fmt.Sprintf("Today: %s, %s", plural(s.Today.Requests, "request"), plural(s.Today.Trims, "trim"))
+	if f := s.Saved; f != nil && f.Requests > 0 && f.Percent != nil {
+		line += fmt.Sprintf(", %s saved (%.1f %%)", money(f.Saved), *f.Percent)
+	}
+	return line
+}
+
+// money is the dashboard's dollar format: two decimals from $0.10 on, four below.
+func money(v float64) string {
+	sign := ""
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	if v >= 0.1 || v == 0 {
+		return fmt.Sprintf("%s$%.2f", sign, v)
+	}
+	return fmt.Sprintf("%s$%.4f", sign, v)
 }
 
 func plural(n int64, word string) string {
@@ -342,4 +376,14 @@ func openDashboard(url string, log *slog.Logger) {
 			log.Warn("tray: cannot open the browser: open the dashboard yourself", "url", url, "err", err)
 		}
 	}()
+}
+
+// prices is Options.Prices, the built-in list prices without it.
+func (o Options) prices() savings.Prices {
+	if o.Prices != nil {
+		if p := o.Prices(); p != nil {
+			return p
+		}
+	}
+	return savings.DefaultPrices()
 }

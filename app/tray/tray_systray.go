@@ -85,7 +85,7 @@ func Start(ctx context.Context, app App, o Options) (stop func()) {
 		}()
 		// The icon of the state at start, before the library exports it (beforeRun).
 		if o.Root != nil {
-			t.stats.read(ctx, o.Root, time.Now(), o.Log)
+			t.stats.read(ctx, o.Root, o.prices(), time.Now(), o.Log)
 		}
 		v := makeView(app.State(), t.stats, time.Now())
 		if beforeRun(assets.Tray(v.Icon), v.Tooltip) {
@@ -320,7 +320,7 @@ func (t *tray) click(ctx context.Context, c menuItem) {
 // refresh reads the store (and the login service when login) and redraws.
 func (t *tray) refresh(ctx context.Context, login bool) {
 	if t.o.Root != nil {
-		t.stats.read(ctx, t.o.Root, time.Now(), t.o.Log)
+		t.stats.read(ctx, t.o.Root, t.o.prices(), time.Now(), t.o.Log)
 	}
 	if login {
 		t.loginView, t.loginAt = t.app.LoginStatus(ctx), time.Now()

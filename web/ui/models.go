@@ -44,7 +44,8 @@ type Live struct {
 	Service     Service
 	// FirstSteps is what to do next on a dashboard with nothing stored yet; nil otherwise.
 	FirstSteps *FirstSteps
-	Health     Health // health.go
+	Health     Health  // health.go
+	Savings    Savings // savings.go
 }
 
 // Agent is one agent's row of switches.
@@ -115,21 +116,24 @@ type Tick struct {
 
 // LineChart is the prompt tokens per request chart with trims marked.
 type LineChart struct {
-	TestID  string
-	Title   string
-	Width   int
-	Height  int
-	Points  string // polyline points "x,y x,y …"
-	Dots    []Dot
-	Marks   []Mark
-	YTicks  []Tick
-	XLabels []XLabel
-	XAxisY  float64
-	PlotX0  float64
-	PlotX1  float64
-	PlotY0  float64
-	Empty   string // why there is no line, "" when there is one
-	Summary string
+	TestID string
+	Title  string
+	Width  int
+	Height int
+	Points string // polyline points "x,y x,y …"
+	// Untrimmed and Threshold are the polylines of what would have been sent untrimmed
+	// and of the trim threshold ("" without savings records).
+	Untrimmed, Threshold string
+	Dots                 []Dot
+	Marks                []Mark
+	YTicks               []Tick
+	XLabels              []XLabel
+	XAxisY               float64
+	PlotX0               float64
+	PlotX1               float64
+	PlotY0               float64
+	Empty                string // why there is no line, "" when there is one
+	Summary              string
 }
 
 // Dot is one request on the line.

@@ -1,0 +1,79 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/smarter-compact/smarter-compact/store/savings"
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// The savings part of `status` (issue 15, Deliver 1): the plain summary it leads with.
+
+// readSavings prices the last week's savings records of root.
+func readSavings(ctx context.Context, root *store.Root, prices savings.Prices, now time.Time) (savings.Summary, error) {
+	groups, err := root.Savings(ctx, savings.Since(now))
+	if err != nil {
+		return savings.Summary{}, err
+	}
+	return savings.Summarize(groups, prices, now), nil
+}
+
+// writeSavingsHeadline prints the line `status` leads with, "Saved today (estimate): $0.42
+// (58.0 %) of $0.72 untrimmed, …; last 7 days: …", and the models without a price.
+func writeSavingsHeadline(w io.Writer, s *savings.Summary) {
+	fmt.Fprintf(w, "Saved today (estimate): %s; last 7 days: %s\n", moneyLine(s.Today), moneyLine(s.Week))
+	for _, n := range s.NoPrice {
+		fmt.Fprintf(w, "  %s\n", n)
+	}
+}
+
+// writeSavings prints the week by agent and by model (status --verbose).
+func writeSavings(w io.Writer, s *savings.Summary) {
+	if len(s.ByAgent)+len(s.ByModel) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Saved in the last 7 days (estimate):")
+	for _, r := range s.ByAgent {
+		fmt.Fprintf(w, "  agent %-12s %s\n", r.Key, moneyLine(r.Figure))
+	}
+	for _, r := range s.ByModel {
+		fmt.Fprintf(w, "  model %-12s %s\n", r.Key, moneyLine(r.Figure))
+	}
+	fmt.Fprintln(w)
+}
+
+// moneyLine is "$0.42 (58.0 %) of $0.72 untrimmed, 12 requests".
+func moneyLine(f savings.Figure) string {
+	if f.Requests == 0 && f.Unpriced == 0 {
+		return "no requests"
+	}
+	pct := "–"
+	if f.Percent != nil {
+		pct = strconv.FormatFloat(*f.Percent, 'f', 1, 64) + " %"
+	}
+	reqs := "requests"
+	if f.Requests == 1 {
+		reqs = "request"
+	}
+	line := fmt.Sprintf("%s (%s) of %s untrimmed, %d %s", dollars(f.Saved), pct, dollars(f.Untrimmed), f.Requests, reqs)
+	if f.Unpriced > 0 {
+		line += fmt.Sprintf(", %d without a price", f.Unpriced)
+	}
+	return line
+}
+
+// dollars is web.USD's format: two decimals from $0.10 on, four below.
+func dollars(v float64) string {
+	sign := ""
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	if v >= 0.1 || v == 0 {
+		return sign + "$" + strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return sign + "$" + strconv.FormatFloat(v, 'f', 4, 64)
+}

@@ -99,6 +99,9 @@ func normalizedSettings(s Settings) Settings {
 	if s.IdleTimeout <= 0 {
 		s.IdleTimeout = 10 * time.Minute
 	}
+	if s.RecallTimeout <= 0 {
+		s.RecallTimeout = 5 * time.Second
+	}
 	return s
 }
 

@@ -59,6 +59,8 @@ type Config struct {
 	EmbeddingTimeout time.Duration
 	// EmbeddingMaxChars is how many characters of each row's head are embedded.
 	EmbeddingMaxChars int
+	// Memory is the [memory] table: the recall provider and the banks (config_memory.go).
+	Memory MemoryConfig
 	// Warnings are values that fell back to a default as the seed prescribes
 	// (trim_to_fraction out of range, CONTEXT_TRIM_AT_TOKENS not an integer); serve logs
 	// each once.
@@ -90,6 +92,7 @@ type fileConfig struct {
 			OpenCode   fileUpstreams `toml:"opencode"`
 		} `toml:"agents"`
 	} `toml:"upstream"`
+	Memory *fileMemory `toml:"memory"` // config_memory.go
 }
 
 // families returns [upstream]'s keys by API family.
@@ -188,7 +191,7 @@ var allKeys = append([]key{
 	keyStandingInstruction, keyPaused, keyAgentClaudeCode, keyAgentCodex, keyAgentOpenCode, keyMaxChars, keyRecall,
 	keyTTLDays, keyEmbeddingModel, keyEmbeddingURL, keyEmbeddingTimeoutS, keyEmbeddingMaxChars,
 	keyUpstreamAnthropic, keyUpstreamOpenAI, keyUpstreamCodex,
-}, agentUpstreamKeys()...)
+}, append(agentUpstreamKeys(), memoryKeys...)...)
 
 func agentUpstreamKeys() []key {
 	var ks []key
@@ -404,6 +407,7 @@ func (r *resolver) resolve(f *fileConfig) Config {
 	c.Proxy = s
 
 	c.Agents = r.agents(cp)
+	c.Memory = r.memory(f.Memory)
 	c.Warnings = r.warnings
 	return c
 }

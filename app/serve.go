@@ -71,6 +71,9 @@ func serve(ctx context.Context, args []string, sys system) error {
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
+	if cfg.Memory.Configured() {
+		log.Info("memory recall on trim: " + cfg.Memory.String()) // never the API key
+	}
 	token, err := ensureToken(sys.configDir)
 	if err != nil {
 		return err

@@ -141,6 +141,7 @@ func (s *state) attach(px *proxy.Proxy, onRowsStored func(sid string)) {
 func (s *state) proxySettings(c Config) proxy.Settings {
 	ps := c.Proxy
 	ps.OnRowsStored = s.onRowsStored
+	c.recallSettings(&ps)
 	return ps
 }
 

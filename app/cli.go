@@ -39,6 +39,7 @@ Commands:
   service    the login service: install, uninstall, start, stop, status
   on, off    turn trimming on or off per agent [agent…], on the running service and in config.toml
   status     show the agents' switches, whether the service answers, and the last 24 h of events
+  stats      show whether agents use the recall tools: calls per tool and session, after a trim [--json]
   doctor     check the port, the agents' wiring, the store and FTS5, and say what to fix
   mcp        serve the recall tools (smart_compact_*) over stdio, for agents to launch
   hook       called by the agents' hooks (session registration, /smarter-compact)
@@ -152,6 +153,8 @@ func run(ctx context.Context, args []string, sys system) error {
 		return mcpStdio(ctx, rest, sys)
 	case "status":
 		return status(ctx, rest, sys)
+	case "stats":
+		return stats(ctx, rest, sys)
 	case "install":
 		return install(ctx, rest, sys)
 	case "uninstall":

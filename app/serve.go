@@ -103,6 +103,9 @@ func serve(ctx context.Context, args []string, sys system) error {
 	}
 	defer root.Close()
 	st.storeDir = root.Dir() // before anything reads the state concurrently
+	if exe, err := sys.executable(); err == nil {
+		st.build = newBuildCheck(exe)
+	}
 	var embedder *embedding.Embedder
 	var onRowsStored func(string)
 	if cfg.EmbeddingModel != "" {

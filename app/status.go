@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
@@ -37,6 +38,11 @@ type serviceStatus struct {
 	URL       string `json:"url"`
 	Answering bool   `json:"answering"`
 	Error     string `json:"error,omitempty"`
+	// Build is the running service's build (its healthz header); "" when it does not say,
+	// as services older than the header do.
+	Build string `json:"build,omitempty"`
+	// Restart is the command that restarts a service older than the installed binary.
+	Restart string `json:"restart,omitempty"`
 }
 
 // agentStatus is one agent's trimming switch in the config: on, and where the value comes
@@ -94,6 +100,9 @@ func status(ctx context.Context, args []string, sys system) error {
 	}
 	if rep.Agents == nil {
 		rep.Agents = []agentStatus{}
+	}
+	if exe, err := sys.executable(); err == nil && rep.Service.Answering {
+		checkStale(&rep, proxy.FileVersion(exe))
 	}
 	if *asJSON {
 		return writeJSON(sys.stdout, rep)
@@ -179,7 +188,25 @@ func probeService(ctx context.Context, port int) serviceStatus {
 		return st
 	}
 	st.Answering = true
+	st.Build = resp.Header.Get(healthzBuildHeader)
 	return st
+}
+
+// proxyStaleNote replaces the store's checkout note once status compared builds.
+const proxyStaleNote = "checkout_proxy_version is the installed binary's build (proxy:<first 12 hex of SHA-256 of the executable>); " +
+	"proxy_stale is true when the running service reports another build on /healthz, or none (a release older than that report): restart it then"
+
+// checkStale fills the seed's checkout_proxy_version and proxy_stale from the installed
+// binary's build and the one the answering service reports (issue 17: upgrades in place).
+func checkStale(rep *statusReport, installed string) {
+	if installed == "proxy:dev" {
+		return // the installed binary cannot be read: nothing to compare
+	}
+	stale := rep.Service.Build != installed
+	rep.Status.CheckoutProxyVersion, rep.Status.ProxyStale, rep.Status.Note = &installed, &stale, proxyStaleNote
+	if stale {
+		rep.Service.Restart = restartCommand
+	}
 }
 
 // writeStatus prints the short human summary.
@@ -208,6 +235,13 @@ func writeStatus(w io.Writer, rep *statusReport) {
 		p("Service: answering on %s", rep.Service.URL)
 		if rep.Service.Error != "" {
 			p("  but %s", rep.Service.Error)
+		}
+		if st.ProxyStale != nil && *st.ProxyStale {
+			running := rep.Service.Build
+			if running == "" {
+				running = "an older release"
+			}
+			p("  stale: it runs %s, not the installed binary (%s); restart it: %s", running, *st.CheckoutProxyVersion, rep.Service.Restart)
 		}
 	} else {
 		p("Service: not answering on %s (%s); start it with 'smarter-compact serve'", rep.Service.URL, rep.Service.Error)
@@ -260,7 +294,14 @@ func writeStatus(w io.Writer, rep *statusReport) {
 			p("      %-30s %d", k, u.BreakpointLayouts[k])
 		}
 	}
-	p("  Proxy version check: not available, this build has no proxy/ checkout to compare with (see note in --json)")
+	switch {
+	case st.ProxyStale == nil:
+		p("  Proxy version check: the service does not answer, so there is no running build to compare with the installed binary")
+	case *st.ProxyStale:
+		p("  Proxy version check: stale, the service runs an older build than the installed binary; restart it: %s", rep.Service.Restart)
+	default:
+		p("  Proxy version check: the service runs the installed binary (%s)", *st.CheckoutProxyVersion)
+	}
 }
 
 func percent(r *float64) string {

@@ -38,10 +38,18 @@ type Live struct {
 	Paused      bool
 	EnvLock     string
 	ConfigError string
-	Agents      []Agent
-	Stats       Stats
-	Daily       BarChart
-	Service     Service
+	// Stale is set when the service runs an older build than the installed binary: the
+	// builds and the command that restarts it.
+	Stale   *Stale
+	Agents  []Agent
+	Stats   Stats
+	Daily   BarChart
+	Service Service
+}
+
+// Stale is the proxy_stale banner: the running and the installed build, and the restart.
+type Stale struct {
+	Running, Installed, Restart string
 }
 
 // Agent is one agent's row of switches.

@@ -167,6 +167,13 @@ func TestRecallOnTrimIsByteExactAndSticky(t *testing.T) {
 				if first < 0 {
 					t.Fatal("the session never trimmed")
 				}
+				// the dashboard's session page shows what the cut carries after the pointer
+				r.proxy.Close()
+				b, err := r.root.LoadTrimState(sid)
+				must(t, err)
+				if got := TrimBlocks(b); len(got) != 1 || got[0] != strings.TrimPrefix(want, "\n") {
+					t.Errorf("TrimBlocks = %q, want [%q]", got, strings.TrimPrefix(want, "\n"))
+				}
 				recalls := hs.Recalls()
 				if len(recalls) != len(cuts) {
 					t.Errorf("%d recall calls for %d cuts: recall must run once per cut", len(recalls), len(cuts))

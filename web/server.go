@@ -25,16 +25,21 @@ type Options struct {
 	APIToken string
 	Log      *slog.Logger
 	Now      func() time.Time // nil: time.Now
+	// TrimBlocks returns what a session's cuts carry after the pointer (the recall block and
+	// the pending-ingest line; the proxy owns the trim state's shape), for the session page;
+	// nil shows none.
+	TrimBlocks func(sid string) []string
 }
 
 // Server serves the dashboard (/ and /ui/…) and the JSON control API (/api/…) on the one
 // loopback listener. app mounts it inside its Host-checked router (Mount).
 type Server struct {
-	root    *store.Root
-	control Control
-	token   string
-	log     *slog.Logger
-	now     func() time.Time
+	root       *store.Root
+	control    Control
+	token      string
+	log        *slog.Logger
+	now        func() time.Time
+	trimBlocks func(sid string) []string
 
 	csrf   string // per-process random token the forms and htmx carry
 	cop    *http.CrossOriginProtection
@@ -65,13 +70,14 @@ const statusMaxAge = time.Minute
 // start of the service; a page left open across a restart gets a "reload the page" answer.
 func New(o Options) *Server {
 	s := &Server{
-		root:    o.Root,
-		control: o.Control,
-		token:   o.APIToken,
-		log:     o.Log,
-		now:     o.Now,
-		cop:     http.NewCrossOriginProtection(),
-		static:  assets.Web(),
+		root:       o.Root,
+		control:    o.Control,
+		token:      o.APIToken,
+		log:        o.Log,
+		now:        o.Now,
+		trimBlocks: o.TrimBlocks,
+		cop:        http.NewCrossOriginProtection(),
+		static:     assets.Web(),
 
 		blobReads: make(chan struct{}, blobReaders),
 	}

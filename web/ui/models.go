@@ -215,6 +215,9 @@ type SessionPage struct {
 	FirstHref   string
 	EventsError string
 	Problem     string // the rows could not be read (the database is damaged, newer, locked)
+	// Recall is what the session's cuts carry after the pointer: the framed recall and
+	// the pending-ingest line, one entry per thread (issue 17).
+	Recall []string
 }
 
 // Fact is one label: value pair of a summary list.

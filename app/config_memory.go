@@ -114,10 +114,14 @@ func memoryBank(sys system, cwd string) (string, error) {
 }
 
 // recallSettings sets the proxy's recall knobs from c (contract: Proxy-inserted text): the
-// provider's client when [memory] names one and [compaction] recall is on, and the cap.
+// provider's client when [memory] names one and [compaction] recall is on, the cap, and the
+// bank of sessions the proxy registers itself.
 func (c Config) recallSettings(ps *proxy.Settings) {
 	ps.RecallMaxChars = c.CompactionMaxChars
-	ps.Recall = nil
+	ps.Recall, ps.BankFor = nil, nil
+	if c.Memory.Configured() {
+		ps.BankFor = c.Memory.BankFor
+	}
 	if c.Memory.Configured() && c.CompactionRecall {
 		ps.Recall = memory.NewHindsight(c.Memory.URL, c.Memory.APIKey)
 	}

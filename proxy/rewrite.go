@@ -97,6 +97,9 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 		*out = sess
 	}
 	p.noteSource(sess, source, agent)
+	if !dry {
+		p.registerFirstSeen(sess, agent, body)
+	}
 	p.settleStores(sess)
 
 	msgs, thread, err := p.buildMessages(sess, req)

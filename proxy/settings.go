@@ -50,6 +50,10 @@ type Settings struct {
 	// RecallTimeout bounds the provider's answers on the cutting request (default 5 s):
 	// past it the pointer goes alone.
 	RecallTimeout time.Duration
+	// BankFor returns the bank of a working directory ([memory] bank, [memory.banks]); when
+	// set, a session without a registration is registered with it once a request names
+	// its working directory. Nil registers nothing. It must not block.
+	BankFor func(cwd string) string
 }
 
 // DefaultSettings returns the seed defaults.

@@ -77,6 +77,9 @@ func TestStatusProxyStale(t *testing.T) {
 			sys, stdout, _ = testSystem(t, e)
 			sys.exe = exe
 			must(t, run(t.Context(), []string{"status"}, sys))
+			if !strings.Contains(stdout.String(), "Memory: recall on trim: off (no [memory] table)") {
+				t.Errorf("status does not say memory is off:\n%s", stdout)
+			}
 			if !strings.Contains(stdout.String(), tc.text) {
 				t.Errorf("status lacks %q:\n%s", tc.text, stdout)
 			}

@@ -28,6 +28,8 @@ type statusReport struct {
 	store.Status
 	Config      string        `json:"config"` // the config.toml read; "" when none (defaults)
 	ConfigError string        `json:"configError,omitempty"`
+	// Memory describes the [memory] table, never its API key (docs/memory.md).
+	Memory string `json:"memory,omitempty"`
 	Store       string        `json:"store"`
 	Service     serviceStatus `json:"service"`
 	Agents      []agentStatus `json:"agents"`
@@ -79,6 +81,7 @@ func status(ctx context.Context, args []string, sys system) error {
 		var cfg Config
 		if cfg, err = LoadConfig(path, explicit, sys.getenv); err == nil {
 			rep.Config, port = cfg.Path, cfg.Port
+			rep.Memory = "recall on trim: " + cfg.Memory.String()
 			rep.Agents = agentStatuses(cfg, sys.getenv, port)
 		}
 	}
@@ -220,6 +223,9 @@ func writeStatus(w io.Writer, rep *statusReport) {
 	p("Config: %s", config)
 	if rep.ConfigError != "" {
 		p("  error: %s", strings.ReplaceAll(rep.ConfigError, "\n", "\n         "))
+	}
+	if rep.Memory != "" {
+		p("Memory: %s", rep.Memory)
 	}
 	if len(rep.Agents) > 0 {
 		p("Agents:")

@@ -26,13 +26,14 @@ const healthTimeout = 1500 * time.Millisecond
 // config, the per-agent switches and whether the service answers on its port.
 type statusReport struct {
 	store.Status
-	Config      string `json:"config"` // the config.toml read; "" when none (defaults)
-	ConfigError string `json:"configError,omitempty"`
+	Config      string        `json:"config"` // the config.toml read; "" when none (defaults)
+	ConfigError string        `json:"configError,omitempty"`
+	Store       string        `json:"store"`
+	Service     serviceStatus `json:"service"`
+	Agents      []agentStatus `json:"agents"`
+
 	// Memory describes the [memory] table, never its API key (docs/memory.md).
-	Memory  string        `json:"memory,omitempty"`
-	Store   string        `json:"store"`
-	Service serviceStatus `json:"service"`
-	Agents  []agentStatus `json:"agents"`
+	Memory string `json:"memory,omitempty"`
 }
 
 // serviceStatus is the answer of GET http://127.0.0.1:<port>/healthz.

@@ -34,12 +34,13 @@ type Options struct {
 // Server serves the dashboard (/ and /ui/…) and the JSON control API (/api/…) on the one
 // loopback listener. app mounts it inside its Host-checked router (Mount).
 type Server struct {
-	root       *store.Root
-	control    Control
-	token      string
-	log        *slog.Logger
-	now        func() time.Time
-	trimBlocks func(sid string) []string
+	root    *store.Root
+	control Control
+	token   string
+	log     *slog.Logger
+	now     func() time.Time
+
+	trimBlocks func(sid string) []string // Options.TrimBlocks
 
 	csrf   string // per-process random token the forms and htmx carry
 	cop    *http.CrossOriginProtection
@@ -70,17 +71,17 @@ const statusMaxAge = time.Minute
 // start of the service; a page left open across a restart gets a "reload the page" answer.
 func New(o Options) *Server {
 	s := &Server{
-		root:       o.Root,
-		control:    o.Control,
-		token:      o.APIToken,
-		log:        o.Log,
-		now:        o.Now,
-		trimBlocks: o.TrimBlocks,
-		cop:        http.NewCrossOriginProtection(),
-		static:     assets.Web(),
+		root:    o.Root,
+		control: o.Control,
+		token:   o.APIToken,
+		log:     o.Log,
+		now:     o.Now,
+		cop:     http.NewCrossOriginProtection(),
+		static:  assets.Web(),
 
 		blobReads: make(chan struct{}, blobReaders),
 	}
+	s.trimBlocks = o.TrimBlocks
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

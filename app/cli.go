@@ -38,12 +38,14 @@ Commands:
              on 127.0.0.1 (port 4100 unless configured) [--no-tray]
   service    the login service: install, uninstall, start, stop, status
   on, off    turn trimming on or off per agent [agent…], on the running service and in config.toml
-  status     show the agents' switches, whether the service answers, and the last 24 h of events
+  follow     set agents [agent…] back to following the master switch ([context_proxy] enabled)
+  status     a summary: is the service up, which agents trim, what was trimmed in the last 24 h
+             [--verbose] [--json]
   stats      show whether agents use the recall tools: calls per tool and session, after a trim [--json]
   doctor     check the port, the agents' wiring, the store and FTS5, and say what to fix
   mcp        serve the recall tools (smart_compact_*) over stdio, for agents to launch
   hook       called by the agents' hooks (session registration, /smarter-compact)
-  version    print the version
+  version    print the version (also: --version, -v)
   help       print this help
 
 Run 'smarter-compact <command> -h' for a command's flags.
@@ -163,13 +165,15 @@ func run(ctx context.Context, args []string, sys system) error {
 		return onOff(ctx, true, rest, sys)
 	case "off":
 		return onOff(ctx, false, rest, sys)
+	case "follow":
+		return follow(ctx, rest, sys)
 	case "hook":
 		return hook(ctx, rest, sys)
 	case "service":
 		return serviceCmd(ctx, rest, sys)
 	case "doctor":
 		return doctorCmd(ctx, rest, sys)
-	case "version":
+	case "version", "--version", "-version", "-v":
 		if len(rest) > 0 {
 			return usageError{"version takes no arguments"}
 		}
@@ -179,8 +183,14 @@ func run(ctx context.Context, args []string, sys system) error {
 		fmt.Fprint(sys.stdout, usage)
 		return nil
 	}
-	return usageError{fmt.Sprintf("unknown command %q: run 'smarter-compact help'", cmd)}
+	if strings.HasPrefix(cmd, "-") {
+		return usageError{fmt.Sprintf("unknown flag %q before a command%s: run 'smarter-compact help'", cmd, didYouMean(cmd, []string{"--help", "--version"}))}
+	}
+	return usageError{fmt.Sprintf("unknown command %q%s: run 'smarter-compact help'", cmd, didYouMean(cmd, commands))}
 }
+
+// commands are the commands of usage, for "did you mean".
+var commands = []string{"install", "uninstall", "serve", "service", "on", "off", "follow", "status", "doctor", "mcp", "hook", "version", "help"}
 
 // parseFlags parses a subcommand's flags. -h prints the flags to stdout and returns
 // flag.ErrHelp, which the caller turns into a clean exit.
@@ -194,11 +204,27 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 		fs.PrintDefaults()
 		return err
 	case err != nil:
-		return usageError{fmt.Sprintf("%s: %v: run 'smarter-compact %s -h'", fs.Name(), err, fs.Name())}
+		return usageError{fmt.Sprintf("%s: %v%s: run 'smarter-compact %s -h'", fs.Name(), err, flagSuggestion(fs, err), fs.Name())}
 	case fs.NArg() > 0:
 		return usageError{fmt.Sprintf("%s: unexpected argument %q: run 'smarter-compact %s -h'", fs.Name(), strings.Join(fs.Args(), " "), fs.Name())}
 	}
 	return nil
+}
+
+// flagSuggestion is ` (did you mean "--x"?)` for a flag fs does not define (flag's error
+// "flag provided but not defined: -name"), or "".
+func flagSuggestion(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
+	if !ok {
+		return ""
+	}
+	name, _, _ = strings.Cut(strings.TrimLeft(name, "-"), "=")
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if s := suggest(name, names); s != "" {
+		return fmt.Sprintf(" (did you mean %q?)", "--"+s)
+	}
+	return ""
 }
 
 // writeJSON writes v as indented JSON without HTML escaping (status --json, doctor --json),

@@ -88,6 +88,8 @@ func TestRunCommandLine(t *testing.T) {
 		{name: "help", args: []string{"help"}, wantStdout: "serve      run the proxy"},
 		{name: "--help", args: []string{"--help"}, wantStdout: "Commands:"},
 		{name: "version", args: []string{"version"}, wantStdout: "smarter-compact dev (go"},
+		{name: "--version", args: []string{"--version"}, wantStdout: "smarter-compact dev (go"},
+		{name: "-v", args: []string{"-v"}, wantStdout: "smarter-compact dev (go"},
 		{name: "version with argument", args: []string{"version", "x"}, wantCode: 2, wantErr: "no arguments"},
 		{name: "serve -h", args: []string{"serve", "-h"}, wantStdout: "-no-tray"},
 		{name: "serve bad flag", args: []string{"serve", "--verbose"}, wantCode: 2, wantErr: "serve: flag provided but not defined: -verbose"},

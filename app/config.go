@@ -267,17 +267,20 @@ func loadConfigText(path string, explicit bool, getenv func(string) string) (res
 // only warnKeys is set in the result.
 func resolveConfigText(path string, b []byte, getenv func(string) string) (resolved, error) {
 	var f fileConfig
+	var decodeErr error
 	if b == nil {
 		path = ""
 	} else {
-		if err := decodeFile(path, b, &f); err != nil {
+		complete, err := decodeFileAll(path, b, &f)
+		if err != nil && !complete {
 			return resolved{}, err
 		}
+		decodeErr = err // unknown keys and wrong types: the values are checked too
 	}
 	r := &resolver{path: path, getenv: getenv}
 	c := r.resolve(&f)
-	if len(r.errs) > 0 {
-		return resolved{warnKeys: r.warnKeys}, errors.Join(r.errs...)
+	if decodeErr != nil || len(r.errs) > 0 {
+		return resolved{warnKeys: r.warnKeys}, errors.Join(append([]error{decodeErr}, r.errs...)...)
 	}
 	return resolved{cfg: c, file: f, warnKeys: r.warnKeys}, nil
 }
@@ -312,39 +315,106 @@ func keyErrors(err error) (out []*keyError, all bool) {
 	return out, all
 }
 
-// decodeFile decodes strictly; each error names the file, the line and the key.
+// decodeFile decodes strictly; each error names the file, the line and the key. It reports
+// every error of the file at once (issue 15, Deliver 6): every unknown key, and every value
+// of the wrong type (go-toml stops at the first, so that line is blanked and the text decoded
+// again). A syntax error ends the list. Whether f then holds every other key is complete.
 func decodeFile(path string, b []byte, f *fileConfig) error {
-	err := toml.NewDecoder(bytes.NewReader(b)).DisallowUnknownFields().Decode(f)
-	if err == nil {
-		return nil
-	}
-	var strict *toml.StrictMissingError
-	if errors.As(err, &strict) {
-		errs := make([]error, 0, len(strict.Errors))
-		for i := range strict.Errors {
-			e := &strict.Errors[i]
-			line, _ := e.Position()
-			if k := e.Key(); len(k) >= 3 && k[0] == "upstream" && k[1] == "agents" && !slices.Contains(configuredAgents, k[2]) {
-				errs = append(errs, fmt.Errorf("config %s:%d: unknown agent %q in [upstream.agents.%s]: use %s", path, line, k[2], k[2], strings.Join(configuredAgents, ", ")))
-				continue
+	_, err := decodeFileAll(path, b, f)
+	return err
+}
+
+// maxConfigErrors bounds the decodes of decodeFileAll, one per value of the wrong type.
+const maxConfigErrors = 50
+
+// decodeFileAll is decodeFile that also reports whether f holds every key the file sets
+// whose value has the right type (complete: the errors are all unknown keys and types, so
+// the values may be checked as well).
+func decodeFileAll(path string, b []byte, f *fileConfig) (complete bool, err error) {
+	var errs []error
+	text := b
+	blanked := false
+	for range maxConfigErrors {
+		*f = fileConfig{}
+		err := toml.NewDecoder(bytes.NewReader(text)).DisallowUnknownFields().Decode(f)
+		if err == nil {
+			return true, errors.Join(errs...)
+		}
+		var strict *toml.StrictMissingError
+		if errors.As(err, &strict) {
+			for i := range strict.Errors {
+				errs = append(errs, unknownKeyError(path, &strict.Errors[i]))
 			}
-			errs = append(errs, fmt.Errorf("config %s:%d: unknown key %q (the keys are listed in README.md, Configuration)", path, line, strings.Join(e.Key(), ".")))
+			return true, errors.Join(errs...)
 		}
-		return errors.Join(errs...)
-	}
-	var de *toml.DecodeError
-	if errors.As(err, &de) {
+		var de *toml.DecodeError
+		if !errors.As(err, &de) {
+			return false, errors.Join(append(errs, fmt.Errorf("config %s: %w", path, err))...)
+		}
 		line, col := de.Position()
-		if k, ok := lookupKey(de.Key()); ok {
+		k, isKey := lookupKey(de.Key())
+		switch {
+		case isKey:
 			detail := fmt.Sprintf("%s must be %s", k, k.accepts)
-			return &keyError{k, detail, fmt.Errorf("config %s:%d:%d: %s", path, line, col, detail)}
+			errs = append(errs, &keyError{k, detail, fmt.Errorf("config %s:%d:%d: %s", path, line, col, detail)})
+		case blanked:
+			// A line blanked to go on may have cut a value in two; what follows is not
+			// the user's error.
+			return false, errors.Join(errs...)
+		default:
+			if section := strings.Join(de.Key(), "."); isSection(section) {
+				errs = append(errs, fmt.Errorf("config %s:%d:%d: %s must be a table: write [%s] on a line of its own, its keys below", path, line, col, section, section))
+			} else {
+				errs = append(errs, fmt.Errorf("config %s:%d:%d: %s", path, line, col, strings.TrimPrefix(de.Error(), "toml: ")))
+			}
+			return false, errors.Join(errs...)
 		}
-		if section := strings.Join(de.Key(), "."); isSection(section) {
-			return fmt.Errorf("config %s:%d:%d: %s must be a table: write [%s] on a line of its own, its keys below", path, line, col, section, section)
+		next, ok := blankLine(text, line)
+		if !ok {
+			return false, errors.Join(errs...)
 		}
-		return fmt.Errorf("config %s:%d:%d: %s", path, line, col, strings.TrimPrefix(de.Error(), "toml: "))
+		text, blanked = next, true
 	}
-	return fmt.Errorf("config %s: %w", path, err)
+	return false, errors.Join(errs...)
+}
+
+// unknownKeyError is the error of one key config.toml does not know, with the key it most
+// likely meant.
+func unknownKeyError(path string, e *toml.DecodeError) error {
+	line, _ := e.Position()
+	k := e.Key()
+	if len(k) >= 3 && k[0] == "upstream" && k[1] == "agents" && !slices.Contains(configuredAgents, k[2]) {
+		return fmt.Errorf("config %s:%d: unknown agent %q in [upstream.agents.%s]%s: use %s", path, line, k[2], k[2], didYouMean(k[2], configuredAgents), strings.Join(configuredAgents, ", "))
+	}
+	name := strings.Join(k, ".")
+	var known []string
+	for _, ak := range allKeys {
+		known = append(known, ak.section+"."+ak.name)
+	}
+	return fmt.Errorf("config %s:%d: unknown key %q%s (the keys are listed in docs/configuration.md)", path, line, name, didYouMean(name, known))
+}
+
+// blankLine returns b with its 1-based line n emptied (its newline kept, so the other lines
+// keep their numbers), and false when b has no such line or it is empty already.
+func blankLine(b []byte, n int) ([]byte, bool) {
+	start := 0
+	for i := 1; i < n; i++ {
+		j := bytes.IndexByte(b[start:], '\n')
+		if j < 0 {
+			return nil, false
+		}
+		start += j + 1
+	}
+	end := len(b)
+	if j := bytes.IndexByte(b[start:], '\n'); j >= 0 {
+		end = start + j
+	}
+	if end == start {
+		return nil, false
+	}
+	out := make([]byte, 0, len(b)-(end-start))
+	out = append(out, b[:start]...)
+	return append(out, b[end:]...), true
 }
 
 func isSection(name string) bool {

@@ -141,7 +141,7 @@ func TestStatusShowsMemoryWithoutTheKey(t *testing.T) {
 	config := writeConfig(t, "[memory]\nurl = \"http://127.0.0.1:8888\"\napi_key = \"file-secret\"\n")
 	sys, stdout, stderr := testSystem(t, env{"SMARTER_COMPACT_STATE_DIR": t.TempDir(), "CONTEXT_PROXY_PORT": "1",
 		"SMARTER_COMPACT_MEMORY_API_KEY": "env-secret"})
-	if err := run(t.Context(), []string{"status", "--config", config}, sys); err != nil {
+	if err := run(t.Context(), []string{"status", "--verbose", "--config", config}, sys); err != nil {
 		t.Fatalf("status: %v (%s)", err, stderr)
 	}
 	out := stdout.String()

@@ -449,3 +449,60 @@ func TestConfigKeysMatchFile(t *testing.T) {
 		t.Fatalf("fileConfig leaves and allKeys differ:\nleaves %v\nkeys   %v", leaves, keys)
 	}
 }
+
+// TestConfigEveryErrorAtOnce checks that one load names every error of the file: unknown
+// keys (with the key meant), values of the wrong type and values out of range together,
+// each with its line.
+func TestConfigEveryErrorAtOnce(t *testing.T) {
+	t.Parallel()
+	text := "[context_proxy]\n" +
+		"port = \"4100\"\n" + // 2: wrong type
+		"trim_at_token = 5\n" + // 3: unknown, near trim_at_tokens
+		"chars_per_token = 0.0\n" + // 4: out of range
+		"standing_instruction = 1\n" + // 5: wrong type
+		"[compaction]\n" +
+		"max_chars = -1\n" + // 7: out of range
+		"[context_store]\n" +
+		"ttl_dayz = 3\n" // 9: unknown
+	path := writeConfig(t, text)
+	_, err := LoadConfig(path, true, env{}.get)
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, want := range []string{
+		path + ":2:", "[context_proxy] port must be an integer from 1 to 65535",
+		path + ":3:", `unknown key "context_proxy.trim_at_token" (did you mean "context_proxy.trim_at_tokens"?)`,
+		"[context_proxy] chars_per_token = 0", "greater than 0",
+		path + ":5:", "[context_proxy] standing_instruction must be true or false",
+		"[compaction] max_chars = -1",
+		path + ":9:", `unknown key "context_store.ttl_dayz" (did you mean "context_store.ttl_days"?)`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != 6 {
+		t.Errorf("%d error lines, want 6 (one per error):\n%v", n, err)
+	}
+}
+
+func TestBlankLine(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in   string
+		n    int
+		want string
+		ok   bool
+	}{
+		{"a\nb\nc", 2, "a\n\nc", true},
+		{"a\nb\nc", 3, "a\nb\n", true},
+		{"a\nb\nc", 1, "\nb\nc", true},
+		{"a\n\nc", 2, "", false},
+		{"a\nb", 5, "", false},
+	} {
+		got, ok := blankLine([]byte(tt.in), tt.n)
+		if ok != tt.ok || (ok && string(got) != tt.want) {
+			t.Errorf("blankLine(%q, %d) = %q, %v; want %q, %v", tt.in, tt.n, got, ok, tt.want, tt.ok)
+		}
+	}
+}

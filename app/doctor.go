@@ -131,9 +131,8 @@ func writeDoctor(w io.Writer, rep doctorReport) {
 	}
 	if rep.Failed == 0 {
 		fmt.Fprintln(w, "all checks passed")
-	} else {
-		fmt.Fprintf(w, "%d of %d checks failed\n", rep.Failed, len(rep.Checks))
 	}
+	// Else doctorCmd's error says how many failed, printed once, on stderr.
 }
 
 // agentChecks reads each agent's config (the files the installer edits, read-only:

@@ -165,7 +165,7 @@ func selectAgents(cmd, list string) ([]installer.Agent, error) {
 			continue
 		}
 		if !slices.Contains(names, n) {
-			return nil, usageError{fmt.Sprintf("%s: --agents: unknown agent %q: use %s", cmd, n, strings.Join(names, ", "))}
+			return nil, usageError{fmt.Sprintf("%s: --agents: unknown agent %q%s: use %s", cmd, n, didYouMean(n, names), strings.Join(names, ", "))}
 		}
 		want = append(want, n)
 	}
@@ -230,7 +230,8 @@ func printReport(w io.Writer, rep installer.Report, cmd string, dryRun bool) []e
 	for _, a := range rep.Agents {
 		switch {
 		case a.Err != nil:
-			fmt.Fprintf(w, "%s: failed, nothing written for it: %v\n", a.Agent, a.Err)
+			// The cause is printed once, with the returned error (stderr).
+			fmt.Fprintf(w, "%s: failed, nothing written for it (why: below)\n", a.Agent)
 			failed = append(failed, fmt.Errorf("%s: %w\nfix the file named above (or move it aside), then run: smarter-compact %s --agents %s", a.Agent, a.Err, cmd, a.Agent))
 			continue
 		case a.Skipped != "":

@@ -167,6 +167,10 @@ func TestInstallErrors(t *testing.T) {
 		if ExitCode(err) != 1 || !strings.Contains(err.Error(), codexConfig) || !strings.Contains(err.Error(), "smarter-compact install --agents codex") {
 			t.Fatalf("err %v, want exit 1 naming %s and how to retry\n%s", err, codexConfig, stdout)
 		}
+		// The cause is said once: on stdout with the agent's line, or in the error.
+		if all := stdout.String() + err.Error(); strings.Count(all, codexConfig) != 1 {
+			t.Errorf("the broken file is named %d times, want once:\n%s", strings.Count(all, codexConfig), all)
+		}
 		if got, _ := os.ReadFile(codexConfig); string(got) != broken {
 			t.Errorf("the broken file was changed: %q", got)
 		}

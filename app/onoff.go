@@ -17,15 +17,31 @@ import (
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
+// follow is the `follow` command (issue 15, Deliver 6): the agents named (every agent when
+// none is named) go back to following the master switch ([context_proxy] enabled): their
+// [context_proxy.agents] key is removed, through the running service like `on` and `off`.
+func follow(ctx context.Context, args []string, sys system) error {
+	return switchCmd(ctx, web.ModeFollow, args, sys)
+}
+
 // onOff is the `on` and `off` command (DESIGN.md §2, §5; seed 001, "Turn it on or off"): it
 // turns trimming on or off for the agents named, every agent when none is named.
+func onOff(ctx context.Context, on bool, args []string, sys system) error {
+	mode := web.ModeOff
+	if on {
+		mode = web.ModeOn
+	}
+	return switchCmd(ctx, mode, args, sys)
+}
+
+// switchCmd is `on`, `off` and `follow`: it saves mode for the agents named.
 //
 // When the service runs, the service makes the change: POST /api/agents/<agent> (with the
-// API token) saves [context_proxy.agents] <agent> = true|false in its config.toml and applies
-// it to the next request. The CLI does not write the file then: the service is the one
-// writer of its config.toml, so a change made at the same moment from the dashboard or the
-// tray is not lost. Only with the service down does the CLI save the file itself; the change
-// applies when the service starts.
+// API token) saves [context_proxy.agents] <agent> = true|false (or removes the key, for
+// follow) in its config.toml and applies it to the next request. The CLI does not write the
+// file then: the service is the one writer of its config.toml, so a change made at the same
+// moment from the dashboard or the tray is not lost. Only with the service down does the CLI
+// save the file itself; the change applies when the service starts.
 //
 // The service is looked for where it recorded its address (the service-addr file next to
 // the API token: a service started with --port), then on the config's port. When the
@@ -33,21 +49,25 @@ import (
 // CLI saves the change in its own file as well. When the service answers but does not take
 // the change because our token is missing or wrong, or something else answers on the port,
 // the CLI saves the file itself and says so.
-func onOff(ctx context.Context, on bool, args []string, sys system) error {
-	name := onOffWord(on)
+func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) error {
+	name := string(mode)
+	what := "turns trimming " + name + " for"
+	if mode == web.ModeFollow {
+		what = "sets back to following the master switch ([context_proxy] enabled)"
+	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	configFlag := fs.String("config", "", "edit config.toml at `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(sys.stdout, "Usage: smarter-compact %s [flags] [agent…]\n\nTurns trimming %s for the agents named (%s), every agent when none is named.\n\nFlags:\n",
-			name, name, strings.Join(configuredAgents, ", "))
+		fmt.Fprintf(sys.stdout, "Usage: smarter-compact %s [flags] [agent…]\n\n%s the agents named (%s), every agent when none is named.\n\nFlags:\n",
+			name, strings.ToUpper(what[:1])+what[1:], strings.Join(configuredAgents, ", "))
 		fs.SetOutput(sys.stdout)
 		fs.PrintDefaults()
 		return nil
 	}
 	if err != nil {
-		return usageError{fmt.Sprintf("%s: %v: run 'smarter-compact %s -h'", name, err, name)}
+		return usageError{fmt.Sprintf("%s: %v%s: run 'smarter-compact %s -h'", name, err, flagSuggestion(fs, err), name)}
 	}
 	agents, err := pickAgents(name, fs.Args())
 	if err != nil {
@@ -75,7 +95,7 @@ func onOff(ctx context.Context, on bool, args []string, sys system) error {
 
 	var notTaken []string // "<base>: why" of listeners that answered but changed nothing
 	for _, base := range bases {
-		res, err := switchRemote(ctx, base, token, agents, on)
+		res, err := switchRemote(ctx, base, token, agents, mode)
 		var down *web.ServiceDownError
 		switch {
 		case errors.As(err, &down):
@@ -90,14 +110,14 @@ func onOff(ctx context.Context, on bool, args []string, sys system) error {
 		case err != nil:
 			return err
 		}
-		fmt.Fprintf(sys.stdout, "trimming %s for %s: saved in %s by the running service at %s; the next request follows it", name, strings.Join(agents, ", "), orNoneText(res.configPath), base)
+		fmt.Fprintf(sys.stdout, "%s: saved in %s by the running service at %s; the next request follows it", switchDone(mode, agents), orNoneText(res.configPath), base)
 		if len(res.whys) > 0 {
 			fmt.Fprintf(sys.stdout, " (%s)", strings.Join(res.whys, ", "))
 		}
 		fmt.Fprintln(sys.stdout)
 		if res.configPath != "" && !sameConfigFile(res.configPath, path) {
 			// The CLI names another config.toml than the service's: save it there too.
-			if err := saveOnOff(path, cfgErr, agents, on, sys); err != nil {
+			if err := saveSwitch(path, cfgErr, agents, mode, sys); err != nil {
 				return fmt.Errorf("the running service switched, but %s (the config named here) was not saved: %w", path, err)
 			}
 			fmt.Fprintf(sys.stdout, "also saved in %s (the config named here; the service reads %s)\n", path, res.configPath)
@@ -109,12 +129,12 @@ func onOff(ctx context.Context, on bool, args []string, sys system) error {
 	// within a second (its watcher); otherwise it applies when the service starts.
 	if len(notTaken) > 0 {
 		why := strings.Join(notTaken, "; ")
-		if err := saveOnOff(path, cfgErr, agents, on, sys); err != nil {
+		if err := saveSwitch(path, cfgErr, agents, mode, sys); err != nil {
 			return fmt.Errorf("the running service did not take the change (%s)\nand the config was not saved either: %w", why, err)
 		}
 		return fmt.Errorf("saved in %s, but the running service did not take the change: %s", path, why)
 	}
-	if err := saveOnOff(path, cfgErr, agents, on, sys); err != nil {
+	if err := saveSwitch(path, cfgErr, agents, mode, sys); err != nil {
 		return err
 	}
 	where := "the service is not running"
@@ -125,9 +145,10 @@ func onOff(ctx context.Context, on bool, args []string, sys system) error {
 	return nil
 }
 
-// saveOnOff saves [context_proxy.agents] <agent> = on for agents in the config.toml at path,
-// which must load (cfgErr is LoadConfig's error), and says so on stdout.
-func saveOnOff(path string, cfgErr error, agents []string, on bool, sys system) error {
+// saveSwitch saves [context_proxy.agents] <agent> = true|false (on, off) or removes the key
+// (follow) for agents in the config.toml at path, which must load (cfgErr is LoadConfig's
+// error), and says so on stdout.
+func saveSwitch(path string, cfgErr error, agents []string, mode web.Mode, sys system) error {
 	if cfgErr != nil {
 		return fmt.Errorf("%w\nnothing changed: fix the config first", cfgErr)
 	}
@@ -135,17 +156,27 @@ func saveOnOff(path string, cfgErr error, agents []string, on bool, sys system) 
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
-	keys := make([]configKey, len(agents))
-	for i, a := range agents {
-		keys[i] = configKey{a, tomlBool(on)}
-	}
-	text, err := setConfigKeys(old, "context_proxy.agents", keys)
-	if err != nil {
-		var lines strings.Builder
-		for _, k := range keys {
-			fmt.Fprintf(&lines, "\n  %s = %s", k.name, k.value)
+	text := old
+	if mode == web.ModeFollow {
+		if old != nil {
+			text, err = installer.RemoveKeysIn(old, "context_proxy.agents", agents, true, true, false)
+			if err != nil {
+				return fmt.Errorf("config %s: %v; remove the lines %s under [context_proxy.agents] by hand", path, err, strings.Join(agents, ", "))
+			}
 		}
-		return fmt.Errorf("config %s: %v; under [context_proxy.agents] put:%s", path, err, lines.String())
+	} else {
+		keys := make([]configKey, len(agents))
+		for i, a := range agents {
+			keys[i] = configKey{a, tomlBool(mode == web.ModeOn)}
+		}
+		text, err = setConfigKeys(old, "context_proxy.agents", keys)
+		if err != nil {
+			var lines strings.Builder
+			for _, k := range keys {
+				fmt.Fprintf(&lines, "\n  %s = %s", k.name, k.value)
+			}
+			return fmt.Errorf("config %s: %v; under [context_proxy.agents] put:%s", path, err, lines.String())
+		}
 	}
 	if !bytes.Equal(text, old) {
 		if err := checkWritable(path); err != nil {
@@ -155,11 +186,19 @@ func saveOnOff(path string, cfgErr error, agents []string, on bool, sys system) 
 			return fmt.Errorf("save config: %w", err)
 		}
 	}
-	fmt.Fprintf(sys.stdout, "trimming %s for %s: saved in %s\n", onOffWord(on), strings.Join(agents, ", "), path)
+	fmt.Fprintf(sys.stdout, "%s: saved in %s\n", switchDone(mode, agents), path)
 	if v, ok := envOverride(keyEnabled, sys.getenv); ok {
 		fmt.Fprintf(sys.stdout, "note: %s=%s is set here; where it is set for the service, it overrides [context_proxy.agents]\n", keyEnabled.env, v)
 	}
 	return nil
+}
+
+// switchDone is the start of the line that reports a saved switch.
+func switchDone(mode web.Mode, agents []string) string {
+	if mode == web.ModeFollow {
+		return strings.Join(agents, ", ") + " follow the master switch ([context_proxy] enabled)"
+	}
+	return fmt.Sprintf("trimming %s for %s", mode, strings.Join(agents, ", "))
 }
 
 // remoteResult is what the service reported for a switch of several agents.
@@ -171,12 +210,8 @@ type remoteResult struct {
 // switchRemote switches agents one by one through the service at base. A
 // *web.ServiceDownError or web.ErrNotTaken comes only from the first agent, when nothing
 // changed.
-func switchRemote(ctx context.Context, base, token string, agents []string, on bool) (remoteResult, error) {
+func switchRemote(ctx context.Context, base, token string, agents []string, mode web.Mode) (remoteResult, error) {
 	var res remoteResult
-	mode := web.ModeOff
-	if on {
-		mode = web.ModeOn
-	}
 	for i, a := range agents {
 		sw, err := web.SetAgentMode(ctx, base, token, a, mode)
 		if err != nil {
@@ -233,7 +268,7 @@ func pickAgents(cmd string, names []string) ([]string, error) {
 	var out []string
 	for _, n := range names {
 		if !slices.Contains(configuredAgents, n) {
-			return nil, usageError{fmt.Sprintf("%s: unknown agent %q: use %s", cmd, n, strings.Join(configuredAgents, ", "))}
+			return nil, usageError{fmt.Sprintf("%s: unknown agent %q%s: use %s", cmd, n, didYouMean(n, configuredAgents), strings.Join(configuredAgents, ", "))}
 		}
 	}
 	for _, a := range configuredAgents {

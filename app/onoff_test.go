@@ -352,3 +352,50 @@ func TestOnOffRefusedOnce(t *testing.T) {
 		t.Error("a refused switch applied")
 	}
 }
+
+// TestFollow checks `follow`: through the running service, then with the service down, the
+// agents' keys leave [context_proxy.agents] and the agents follow the master switch.
+func TestFollow(t *testing.T) {
+	t.Parallel()
+	t.Run("running service", func(t *testing.T) {
+		t.Parallel()
+		st, path, sys, stdout := stateServer(t, "[context_proxy]\nport = PORT\nenabled = false\n\n[context_proxy.agents]\ncodex = true # mine\nopencode = true\n")
+		if !st.Enabled(agentCodex) {
+			t.Fatal("codex is off before follow: the test's config does not say what it should")
+		}
+		if err := run(t.Context(), []string{"follow", "codex"}, sys); err != nil {
+			t.Fatalf("follow: %v", err)
+		}
+		if st.Enabled(agentCodex) || !st.Enabled(agentOpenCode) {
+			t.Errorf("switches after follow codex: %s; want codex off (master off), opencode on", st.agentsString())
+		}
+		got, _ := os.ReadFile(path)
+		if strings.Contains(string(got), "codex") || !strings.Contains(string(got), "opencode = true") {
+			t.Errorf("config after follow codex:\n%s", got)
+		}
+		if out := stdout.String(); !strings.Contains(out, "codex follow the master switch") || !strings.Contains(out, "by the running service") {
+			t.Errorf("stdout %q", out)
+		}
+	})
+	t.Run("service down", func(t *testing.T) {
+		t.Parallel()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		path := writeConfig(t, "[context_proxy]\nport = "+strconv.Itoa(port)+"\n\n[context_proxy.agents]\nclaude-code = false\ncodex = true\n")
+		sys, stdout, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path})
+		if err := run(t.Context(), []string{"follow"}, sys); err != nil {
+			t.Fatalf("follow: %v", err)
+		}
+		got, _ := os.ReadFile(path)
+		if want := "[context_proxy]\nport = " + strconv.Itoa(port) + "\n"; string(got) != want {
+			t.Errorf("config after follow:\n%q\nwant\n%q", got, want)
+		}
+		if !strings.Contains(stdout.String(), "claude-code, codex, opencode follow the master switch") {
+			t.Errorf("stdout %q", stdout)
+		}
+	})
+}

@@ -117,13 +117,16 @@ func serve(ctx context.Context, args []string, sys system) error {
 	defer px.Close()            // after the server drained, before root.Close
 	st.attach(px, onRowsStored) // adds the embedder's hook before anything is served
 	recall := mcp.New(root, mcpOptions(cfg, sys))
-	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log, TrimBlocks: func(sid string) []string {
-		b, err := root.LoadTrimState(sid)
-		if err != nil {
-			return nil
-		}
-		return proxy.TrimBlocks(b)
-	}})
+	// The dashboard's install and uninstall read the config serve reads (--config, else
+	// SMARTER_COMPACT_CONFIG, else the default).
+	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log, Wirer: newWirer(st, sys, *configFlag),
+		TrimBlocks: func(sid string) []string {
+			b, err := root.LoadTrimState(sid)
+			if err != nil {
+				return nil
+			}
+			return proxy.TrimBlocks(b)
+		}})
 	srv := &http.Server{
 		Handler:           routes(cfg.Port, px, recall.Handler(), dash, log),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -56,7 +56,8 @@ func serviceCmd(ctx context.Context, args []string, sys system) error {
 		return nil
 	case "install", "uninstall", "start", "stop", "status":
 	default:
-		return usageError{fmt.Sprintf("service: unknown command %q: run 'smarter-compact service -h'", sub)}
+		return usageError{fmt.Sprintf("service: unknown command %q%s: run 'smarter-compact service -h'", sub,
+			didYouMean(sub, []string{"install", "uninstall", "start", "stop", "status"}))}
 	}
 	fs := flag.NewFlagSet("service "+sub, flag.ContinueOnError)
 	configFlag := fs.String("config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir); install passes it to serve")

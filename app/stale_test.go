@@ -76,7 +76,11 @@ func TestStatusProxyStale(t *testing.T) {
 			}
 			sys, stdout, _ = testSystem(t, e)
 			sys.exe = exe
-			must(t, run(t.Context(), []string{"status"}, sys))
+			must(t, run(t.Context(), []string{"status", "--verbose"}, sys))
+			summary, _, _ := strings.Cut(stdout.String(), "\n\n")
+			if got := strings.Contains(summary, "Upgrade: the service runs an older build than the installed binary; restart it: "+restartCommand); got != tc.stale {
+				t.Errorf("the summary says stale: %v, want %v:\n%s", got, tc.stale, summary)
+			}
 			if !strings.Contains(stdout.String(), "Memory: recall on trim: off (no [memory] table)") {
 				t.Errorf("status does not say memory is off:\n%s", stdout)
 			}

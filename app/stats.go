@@ -76,19 +76,15 @@ func toolOrder(m map[string]int) []string {
 	return append(out, rest...)
 }
 
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
+// counted is n and its noun: "1 call", "2 calls".
+func counted(n int, one, many string) string { return fmt.Sprintf("%d %s", n, plural(n, one, many)) }
 
 // writeStats prints the human summary: overall first, then one block per session.
 func writeStats(w io.Writer, st *store.Stats) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
-	p("Recall tools: %s, %d after a trim, %s", plural(st.Calls, "call", "calls"), st.AfterTrim, plural(st.Errors, "error", "errors"))
+	p("Recall tools: %s, %d after a trim, %s", counted(st.Calls, "call", "calls"), st.AfterTrim, counted(st.Errors, "error", "errors"))
 	for _, t := range toolOrder(st.Tools) {
-		p("  %-22s %s, %d %s", t, plural(st.Tools[t], "call", "calls"), st.Hits[t], hitWord(t))
+		p("  %-22s %s, %d %s", t, counted(st.Tools[t], "call", "calls"), st.Hits[t], hitWord(t))
 	}
 	share := "no trimmed sessions yet"
 	if st.SearchedShare != nil {
@@ -96,9 +92,9 @@ func writeStats(w io.Writer, st *store.Stats) {
 	}
 	p("Trimmed sessions: %s", share)
 	p("Messages: %d stored, %d in context, %d trimmed", st.Messages.Total, st.Messages.InContext, st.Messages.Trimmed)
-	p("Blobs: %s, %d bytes", plural(st.Blobs.Count, "file", "files"), st.Blobs.Bytes)
+	p("Blobs: %s, %d bytes", counted(st.Blobs.Count, "file", "files"), st.Blobs.Bytes)
 	if st.BadLines > 0 {
-		p("(%s of tool-calls.jsonl could not be read)", plural(st.BadLines, "line", "lines"))
+		p("(%s of tool-calls.jsonl could not be read)", counted(st.BadLines, "line", "lines"))
 	}
 	if len(st.Sessions) == 0 {
 		return
@@ -112,7 +108,7 @@ func writeStats(w io.Writer, st *store.Stats) {
 		}
 		trims := "no trims"
 		if s.Trims > 0 {
-			trims = fmt.Sprintf("%s, the first at %s", plural(int(s.Trims), "trim", "trims"), s.FirstTrim)
+			trims = fmt.Sprintf("%s, the first at %s", counted(int(s.Trims), "trim", "trims"), s.FirstTrim)
 		}
 		p("  %s (%s): %s", s.SessionID, agent, trims)
 		if s.Problem != "" {

@@ -65,6 +65,7 @@ func status(ctx context.Context, args []string, sys system) error {
 	asJSON := fs.Bool("json", false, "print JSON (the context_status MCP tool's keys plus config, store, service and agents)")
 	hours := fs.Int("hours", store.StatusDefaultHours, fmt.Sprintf("summarize the last `N` hours of events (%d to %d)", store.StatusMinHours, store.StatusMaxHours))
 	configFlag := fs.String("config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
+	verbose := fs.Bool("verbose", false, "after the summary, the diagnostics: config, routes, store, every fail-open, the prompt cache's counts")
 	if err := parseFlags(fs, args, sys.stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -111,8 +112,71 @@ func status(ctx context.Context, args []string, sys system) error {
 	if *asJSON {
 		return writeJSON(sys.stdout, rep)
 	}
-	writeStatus(sys.stdout, &rep)
+	writeStatusSummary(sys.stdout, &rep, *verbose)
+	if *verbose {
+		fmt.Fprintln(sys.stdout)
+		writeStatus(sys.stdout, &rep)
+	}
 	return nil
+}
+
+// writeStatusSummary prints the plain summary `status` leads with (issue 15, Deliver 6): is
+// the service up, which agents trim, what the last hours did, and what to do next. Every
+// line says something only it says; the details are writeStatus's (--verbose).
+//
+// Where other lines belong: the money saved (today, this week) goes right after the
+// "Last N hours" line; the pipeline's health (upstream and store failures) right after
+// the service line, since an error there is what the user must see first.
+func writeStatusSummary(w io.Writer, rep *statusReport, verbose bool) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
+	switch {
+	case rep.Service.Answering && rep.Service.Error != "":
+		p("Service: running, but %s", rep.Service.Error)
+	case rep.Service.Answering:
+		p("Service: running at %s (dashboard: %s/)", rep.Service.URL, rep.Service.URL)
+	default:
+		p("Service: not running at %s: wired agents cannot reach their model API; start it with 'smarter-compact serve' (or at login: 'smarter-compact service install')", rep.Service.URL)
+	}
+	if st := &rep.Status; st.ProxyStale != nil && *st.ProxyStale {
+		p("Upgrade: the service runs an older build than the installed binary; restart it: %s", rep.Service.Restart)
+	}
+	if rep.ConfigError != "" {
+		first, _, _ := strings.Cut(rep.ConfigError, "\n")
+		p("Config: does not load (%s)", first)
+	}
+	if len(rep.Agents) > 0 {
+		var on, off []string
+		for _, a := range rep.Agents {
+			if a.Agent == agentUnknown {
+				continue
+			}
+			if a.On {
+				on = append(on, a.Agent)
+			} else {
+				off = append(off, a.Agent)
+			}
+		}
+		switch {
+		case len(off) == 0:
+			p("Trimming: on for every agent (%s)", strings.Join(on, ", "))
+		case len(on) == 0:
+			p("Trimming: off for every agent (%s)", strings.Join(off, ", "))
+		default:
+			p("Trimming: on for %s; off for %s", strings.Join(on, ", "), strings.Join(off, ", "))
+		}
+	}
+	st := &rep.Status
+	p("Last %d hours: %d trims, %d tokens saved (estimated), %d %s", st.Hours, st.Trims, st.TokensSaved, st.FailOpens, plural(st.FailOpens, "request sent untrimmed after an error", "requests sent untrimmed after an error"))
+	if !verbose {
+		p("More: 'smarter-compact status --verbose' (details), 'smarter-compact doctor' (checks the wiring)")
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // agentStatuses lists the agents in display order with where their value comes from
@@ -213,7 +277,7 @@ func checkStale(rep *statusReport, installed string) {
 	}
 }
 
-// writeStatus prints the short human summary.
+// writeStatus prints the diagnostics of `status --verbose`.
 func writeStatus(w io.Writer, rep *statusReport) {
 	st := &rep.Status
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
@@ -258,7 +322,6 @@ func writeStatus(w io.Writer, rep *statusReport) {
 		p("  skipped %s: %s", k.Session, k.Reason)
 	}
 
-	p("")
 	p("Last %d hours (since %s):", st.Hours, st.Since)
 	p("  Trims: %d, estimated tokens saved: %d, messages dropped: %d", st.Trims, st.TokensSaved, st.MessagesDropped)
 	p("  Fail-opens (request sent untrimmed): %d", st.FailOpens)

@@ -132,13 +132,29 @@ func TestStatusCommandText(t *testing.T) {
 	if err := run(t.Context(), []string{"status"}, sys); err != nil {
 		t.Fatalf("status: %v (stderr %s)", err, stderr)
 	}
+	summary := stdout.String()
+	wantLines := []string{
+		"Service: not running at http://127.0.0.1:" + strconv.Itoa(port) + ": wired agents cannot reach their model API; start it with 'smarter-compact serve' (or at login: 'smarter-compact service install')",
+		"Trimming: off for every agent (claude-code, codex, opencode)",
+		"Last 24 hours: 1 trims, 100000 tokens saved (estimated), 1 request sent untrimmed after an error",
+		"More: 'smarter-compact status --verbose' (details), 'smarter-compact doctor' (checks the wiring)",
+	}
+	if got := strings.Split(strings.TrimSuffix(summary, "\n"), "\n"); strings.Join(got, "\n") != strings.Join(wantLines, "\n") {
+		t.Errorf("summary:\n%s\nwant:\n%s", summary, strings.Join(wantLines, "\n"))
+	}
+
+	stdout.buf.Reset()
+	if err := run(t.Context(), []string{"status", "--verbose"}, sys); err != nil {
+		t.Fatalf("status --verbose: %v (stderr %s)", err, stderr)
+	}
 	out := stdout.String()
-	wantIn(t, "output", out, []string{
+	if !strings.HasPrefix(out, strings.Join(wantLines[:3], "\n")+"\n\n") {
+		t.Errorf("--verbose does not lead with the summary (without its More line) and a blank line:\n%s", out)
+	}
+	wantIn(t, "--verbose output", out, []string{
 		"Config: none (defaults)",
 		"claude-code  off  (CONTEXT_PROXY_ENABLED)",
-		"Service: not answering on http://127.0.0.1:" + strconv.Itoa(port),
 		"(1 sessions read, 0 skipped)",
-		"Last 24 hours",
 		"Trims: 1, estimated tokens saved: 100000, messages dropped: 42",
 		"Fail-opens (request sent untrimmed): 1",
 		"sess1  rewrite.go:77  *proxy.badBody",
@@ -150,6 +166,22 @@ func TestStatusCommandText(t *testing.T) {
 		"system,m-1",
 		"Proxy version check: the service does not answer",
 	})
+	wantNoRepeatedLine(t, out)
+}
+
+// wantNoRepeatedLine fails the test for each non-blank line out prints more than once.
+func wantNoRepeatedLine(t *testing.T, out string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		if seen[l] {
+			t.Errorf("line printed twice: %q in\n%s", l, out)
+		}
+		seen[l] = true
+	}
 }
 
 func TestStatusCommandFlags(t *testing.T) {
@@ -161,7 +193,7 @@ func TestStatusCommandFlags(t *testing.T) {
 		{[]string{"status", "--hours", "0"}, "--hours 0: must be an integer from 1 to 720"},
 		{[]string{"status", "--hours", "721"}, "--hours 721"},
 		{[]string{"status", "now"}, `status: unexpected argument "now"`},
-		{[]string{"status", "--verbose"}, "status: flag provided but not defined: -verbose"},
+		{[]string{"status", "--verbos"}, `status: flag provided but not defined: -verbos (did you mean "--verbose"?)`},
 	} {
 		sys, _, _ := testSystem(t, env{"SMARTER_COMPACT_STATE_DIR": t.TempDir()})
 		err := run(t.Context(), tc.args, sys)

@@ -26,6 +26,11 @@ type SessionInfo struct {
 	// proxy's trim state (the agent of the route the session's requests came on); "" unknown.
 	Agent string
 	Cwd   string // from the registration; "" when the session was not registered
+	// FirstPrompt is the start of the session's first user text row that the user typed
+	// (rows that start with "<", the agents' injected context such as <system-reminder> or
+	// <environment_context>, are passed over), at most FirstPromptChars characters with
+	// runs of white space as one space; "" when there is none.
+	FirstPrompt string
 	// LastActivity is the newest mtime of the session's files (.db, .db-wal, .trim.json).
 	LastActivity time.Time
 	Bytes        int64 // .db + .db-wal + .trim.json sizes on disk
@@ -65,6 +70,7 @@ func (r *Root) Sessions(ctx context.Context) ([]SessionInfo, error) {
 			SessionID:        f.sid,
 			Agent:            sum.agent,
 			Cwd:              sum.cwd,
+			FirstPrompt:      sum.firstPrompt,
 			LastActivity:     f.lastActivity(),
 			Bytes:            f.bytes(),
 			Rows:             sum.rows,
@@ -85,10 +91,24 @@ func (r *Root) Sessions(ctx context.Context) ([]SessionInfo, error) {
 
 // sessionSummary is what Sessions and Daily read of one session at one stamp.
 type sessionSummary struct {
-	agent, cwd                                            string
+	agent, cwd, firstPrompt                               string
 	rows, inContext, trimmed, trims, requests, lastPrompt int64
 	problem                                               string
 	days                                                  map[string]Day // by Date; the Date field is unset
+}
+
+// FirstPromptChars bounds SessionInfo.FirstPrompt, in characters.
+const FirstPromptChars = 200
+
+// promptStart is text with runs of white space as one space, cut to FirstPromptChars
+// characters (an ellipsis marks a cut).
+func promptStart(text string) string {
+	words := strings.Fields(text)
+	out := strings.Join(words, " ")
+	if r := []rune(out); len(r) > FirstPromptChars {
+		return string(r[:FirstPromptChars-1]) + "…"
+	}
+	return out
 }
 
 // dashReaders bounds the session databases read at once on a cold cache.
@@ -209,6 +229,17 @@ func (r *Root) readSummary(ctx context.Context, sid string) (sum sessionSummary,
 	if err := db.QueryRowContext(ctx, "SELECT count(*), coalesce(sum(in_context = 1), 0), coalesce(sum(in_context = 0), 0) FROM messages").
 		Scan(&sum.rows, &sum.inContext, &sum.trimmed); err != nil {
 		return sum, err
+	}
+	// Four bytes a character at most, and room for the white space that collapses.
+	var first string
+	err = db.QueryRowContext(ctx, "SELECT substr(text, 1, ?) FROM messages WHERE role = 'user' AND kind = 'text' "+
+		"AND ltrim(text, ' '||char(9, 10, 13)) NOT LIKE '<%' AND trim(text, ' '||char(9, 10, 13)) != '' ORDER BY seq LIMIT 1", 4*FirstPromptChars).Scan(&first)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return sum, err
+	default:
+		sum.firstPrompt = promptStart(first)
 	}
 	v := rd.SchemaVersion()
 	if v < 2 {

@@ -71,7 +71,8 @@ func dashFixture(t *testing.T) (r *Root, base time.Time) {
 	t.Helper()
 	r = newRoot(t)
 	ago := func(d time.Duration) time.Time { return dashNow.Add(-d) }
-	rows := []RowWrite{dashRow("alpha one", true), dashRow("alpha two", true), dashRow("alpha three", false), dashRow("alpha four", false), dashRow("alpha five", true)}
+	// The first row is the agent's injected context, the second the prompt the user typed.
+	rows := []RowWrite{dashRow("  <system-reminder>alpha one</system-reminder>", true), dashRow("alpha\n\n  two:\tfix the build", true), dashRow("alpha three", false), dashRow("alpha four", false), dashRow("alpha five", true)}
 	writeDashSession(t, r, "alpha", rows,
 		Event{At: ago(3 * time.Hour), Kind: "trim", Version: "proxy:a", TokensBefore: i64(150000), TokensAfter: i64(45000), Dropped: i64(2)},
 		Event{At: ago(2 * time.Hour), Kind: "usage", Version: "proxy:a", InputTokens: i64(7), CacheReadTokens: i64(100), CacheCreationTokens: i64(20)},
@@ -130,13 +131,13 @@ func TestSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []SessionInfo{
-		{SessionID: "alpha", Agent: "claude-code", Cwd: "/home/u/alpha", LastActivity: base,
+		{SessionID: "alpha", Agent: "claude-code", Cwd: "/home/u/alpha", FirstPrompt: "alpha two: fix the build", LastActivity: base,
 			Rows: 5, InContext: 3, Trimmed: 2, Trims: 2, Requests: 3, LastPromptTokens: 300 + 40000 + 1200},
-		{SessionID: "gamma", Agent: "opencode", Cwd: "/srv/gamma", LastActivity: base.Add(-time.Minute), Rows: 1, InContext: 1},
-		{SessionID: "beta", Agent: "codex", LastActivity: base.Add(-2 * time.Minute), Rows: 1, InContext: 1, Requests: 1, LastPromptTokens: 5000},
+		{SessionID: "gamma", Agent: "opencode", Cwd: "/srv/gamma", FirstPrompt: "gamma one", LastActivity: base.Add(-time.Minute), Rows: 1, InContext: 1},
+		{SessionID: "beta", Agent: "codex", FirstPrompt: "beta one", LastActivity: base.Add(-2 * time.Minute), Rows: 1, InContext: 1, Requests: 1, LastPromptTokens: 5000},
 		// the v2 fixture: one trimmed row, one in context, a trim and no usage columns
-		{SessionID: "old2", LastActivity: base.Add(-3 * time.Minute), Rows: 2, InContext: 1, Trimmed: 1, Trims: 1},
-		{SessionID: "old1", LastActivity: base.Add(-4 * time.Minute), Rows: 2, InContext: 1, Trimmed: 1},
+		{SessionID: "old2", FirstPrompt: "Remember KEY-7 = 0x3f2a.", LastActivity: base.Add(-3 * time.Minute), Rows: 2, InContext: 1, Trimmed: 1, Trims: 1},
+		{SessionID: "old1", FirstPrompt: "Remember KEY-7 = 0x3f2a.", LastActivity: base.Add(-4 * time.Minute), Rows: 2, InContext: 1, Trimmed: 1},
 		{SessionID: "empty", LastActivity: base.Add(-5 * time.Minute)},
 		{SessionID: "future", LastActivity: base.Add(-6 * time.Minute), Problem: "written by a newer smarter-compact (newer schema)"},
 		{SessionID: "junk", LastActivity: base.Add(-7 * time.Minute), Problem: "not a readable SQLite database"},
@@ -189,6 +190,20 @@ func compareSessions(t *testing.T, got, want []SessionInfo) {
 		g.LastActivity, w.LastActivity = time.Time{}, time.Time{}
 		if !reflect.DeepEqual(g, w) {
 			t.Errorf("session %d\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+}
+
+func TestPromptStart(t *testing.T) {
+	long := strings.Repeat("é", FirstPromptChars+5)
+	for _, tt := range []struct{ in, want string }{
+		{"  fix\n\tthe   build ", "fix the build"},
+		{"", ""},
+		{long, strings.Repeat("é", FirstPromptChars-1) + "…"},
+		{long[:2*FirstPromptChars], long[:2*FirstPromptChars]},
+	} {
+		if got := promptStart(tt.in); got != tt.want {
+			t.Errorf("promptStart(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

@@ -103,6 +103,9 @@ func (s *Server) liveView(ctx context.Context, stamp string) (ui.Live, error) {
 		return ui.Live{}, ctx.Err()
 	}
 	l.Stats = statsView(status, err)
+	if err == nil && status.Sessions == 0 && status.Skipped == 0 {
+		l.FirstSteps = firstSteps(st)
+	}
 	days, err := s.root.Daily(ctx, now, dailyDays)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -115,6 +118,22 @@ func (s *Server) liveView(ctx context.Context, stamp string) (ui.Live, error) {
 	}
 	l.Daily = dailyChart(days)
 	return l, nil
+}
+
+// firstSteps sorts the agents by wiring for the overview's "what to do next".
+func firstSteps(st State) *ui.FirstSteps {
+	f := &ui.FirstSteps{Service: st.Addr}
+	for _, a := range st.Agents {
+		switch a.Wiring {
+		case WiringWired:
+			f.Wired = append(f.Wired, a.Agent)
+		case WiringNotWired:
+			f.NotWired = append(f.NotWired, a.Agent)
+		case WiringNotInstalled:
+			f.NotInstalled = append(f.NotInstalled, a.Agent)
+		}
+	}
+	return f
 }
 
 func orNone(s string) string {

@@ -23,7 +23,7 @@ import (
 
 // sessionSorts are the sort keys of GET /ui/sessions, each with its default direction.
 var sessionSorts = map[string]string{
-	"activity": "desc", "rows": "desc", "trimmed": "desc", "trims": "desc", "size": "desc", "agent": "asc",
+	"activity": "desc", "rows": "desc", "trimmed": "desc", "trims": "desc", "size": "desc", "agent": "asc", "project": "asc",
 }
 
 // sessionsQuery is the parsed query of GET /ui/sessions.
@@ -115,7 +115,8 @@ func (s *Server) sessionsTable(list []store.SessionInfo, sq sessionsQuery) ui.Se
 		if sq.agent != "" && agentOf(si) != sq.agent {
 			continue
 		}
-		if q != "" && !strings.Contains(strings.ToLower(si.SessionID), q) && !strings.Contains(strings.ToLower(si.Cwd), q) {
+		if q != "" && !strings.Contains(strings.ToLower(si.SessionID), q) && !strings.Contains(strings.ToLower(si.Cwd), q) &&
+			!strings.Contains(strings.ToLower(si.FirstPrompt), q) {
 			continue
 		}
 		shown = append(shown, si)
@@ -132,6 +133,8 @@ func (s *Server) sessionsTable(list []store.SessionInfo, sq sessionsQuery) ui.Se
 			return cmp.Compare(a.Bytes, b.Bytes)
 		case "agent":
 			return strings.Compare(agentOf(a), agentOf(b))
+		case "project":
+			return strings.Compare(projectOf(a.Cwd), projectOf(b.Cwd))
 		}
 		return a.LastActivity.Compare(b.LastActivity)
 	}
@@ -148,7 +151,7 @@ func (s *Server) sessionsTable(list []store.SessionInfo, sq sessionsQuery) ui.Se
 		label, sort string
 		num         bool
 	}{
-		{"Session", "", false}, {"Agent", "agent", false}, {"Working directory", "", false},
+		{"Project", "project", false}, {"First prompt", "", false}, {"Agent", "agent", false},
 		{"Last activity", "activity", false}, {"Rows", "rows", true}, {"In context", "", true},
 		{"Trimmed", "trimmed", true}, {"Trims", "trims", true}, {"Requests", "", true},
 		{"Last prompt", "", true}, {"Size", "size", true},
@@ -167,6 +170,7 @@ func (s *Server) sessionsTable(list []store.SessionInfo, sq sessionsQuery) ui.Se
 	for _, si := range shown {
 		row := ui.SessionRow{
 			SID: si.SessionID, Href: sessionHref(si.SessionID), Agent: agentOf(si), Cwd: si.Cwd,
+			Project: projectOf(si.Cwd), FirstPrompt: si.FirstPrompt,
 			LastActivity: ago(si.LastActivity, now), LastActivityISO: isoUTC(si.LastActivity),
 			Rows: ui.Commas(si.Rows), InContext: ui.Commas(si.InContext), Trimmed: ui.Commas(si.Trimmed),
 			Trims: ui.Commas(si.Trims), Requests: ui.Commas(si.Requests), Size: byteSize(si.Bytes),
@@ -178,6 +182,16 @@ func (s *Server) sessionsTable(list []store.SessionInfo, sq sessionsQuery) ui.Se
 		t.Rows = append(t.Rows, row)
 	}
 	return t
+}
+
+// projectOf is a session's project as the user knows it: the base name of its working
+// directory (either separator, so a Windows path reads the same on any OS); "" for none.
+func projectOf(cwd string) string {
+	cwd = strings.TrimRight(cwd, `/\`)
+	if i := strings.LastIndexAny(cwd, `/\`); i >= 0 {
+		return cwd[i+1:]
+	}
+	return cwd
 }
 
 // Session page limits.
@@ -276,6 +290,8 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 				continue
 			}
 			p.Facts = []ui.Fact{
+				{Label: "Project", Value: cmp.Or(projectOf(si.Cwd), "not registered")},
+				{Label: "First prompt", Value: cmp.Or(si.FirstPrompt, "none stored")},
 				{Label: "Agent", Value: agentOf(si)},
 				{Label: "Working directory", Value: orNone(si.Cwd)},
 				{Label: "Last activity", Value: shortUTC(si.LastActivity) + " UTC (" + ago(si.LastActivity, s.now()) + ")"},

@@ -65,6 +65,7 @@ func (s *Server) Mount(r chi.Router) {
 			get("/ui/search", s.handle(s.search))
 			get("/ui/stats", s.handle(s.recallStats))
 			get("/ui/settings", s.handle(s.settings))
+			get("/ui/wire", s.handle(s.wire))
 			get("/ui/static/*", s.serveStatic)
 		})
 		r.Group(func(r chi.Router) {
@@ -73,6 +74,8 @@ func (s *Server) Mount(r chi.Router) {
 			r.Post("/ui/master", s.handle(s.setMaster))
 			r.Post("/ui/pause", s.handle(s.setPaused))
 			r.Post("/ui/settings", s.handle(s.saveSettings))
+			r.Post("/ui/wire/install", s.handle(s.wireAction("install")))
+			r.Post("/ui/wire/uninstall", s.handle(s.wireAction("uninstall")))
 		})
 	})
 	r.Group(func(r chi.Router) {

@@ -23,8 +23,11 @@ type Options struct {
 	// APIToken is the bearer token /api/* requires (compared in constant time). Empty
 	// refuses every /api request: there is no unauthenticated mode.
 	APIToken string
-	Log      *slog.Logger
-	Now      func() time.Time // nil: time.Now
+	// Wirer runs the installer for the "Wire my agents" page; nil: the page says to use
+	// the CLI.
+	Wirer Wirer
+	Log   *slog.Logger
+	Now   func() time.Time // nil: time.Now
 	// TrimBlocks returns what a session's cuts carry after the pointer (the recall block and
 	// the pending-ingest line; the proxy owns the trim state's shape), for the session page;
 	// nil shows none.
@@ -36,6 +39,7 @@ type Options struct {
 type Server struct {
 	root    *store.Root
 	control Control
+	wirer   Wirer
 	token   string
 	log     *slog.Logger
 	now     func() time.Time
@@ -55,6 +59,10 @@ type Server struct {
 
 	mu     sync.Mutex
 	status statusCache
+	// wired are the newest reports of the wire buttons (wireReports at most); wireSeq
+	// numbers them.
+	wired   []wireReport
+	wireSeq uint64
 }
 
 // statusCache keeps the last 24 h numbers while no session file changed (and for at most
@@ -73,6 +81,7 @@ func New(o Options) *Server {
 	s := &Server{
 		root:    o.Root,
 		control: o.Control,
+		wirer:   o.Wirer,
 		token:   o.APIToken,
 		log:     o.Log,
 		now:     o.Now,

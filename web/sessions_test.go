@@ -53,13 +53,23 @@ func TestSessionsList(t *testing.T) {
 		}
 	})
 	big := d.Find(`[data-session="ses-big"]`)
-	for _, want := range []string{"codex", "/home/dev/beta", "9"} {
+	if cwd, _ := big.Find(testID("session-project")).Attr("title"); cwd != "/home/dev/beta" {
+		t.Errorf("ses-big project's title %q, want the working directory", cwd)
+	}
+	for _, want := range []string{"codex", "beta", "9"} {
 		if !strings.Contains(text(big), want) {
 			t.Errorf("ses-big row %q lacks %q", text(big), want)
 		}
 	}
 	if !strings.Contains(text(d.Find(`[data-session="ses-mid"]`)), "not registered") {
 		t.Error("an unregistered session does not say so")
+	}
+	// A row is known by its project (the working directory's name) and its first prompt.
+	if got := text(big.Find(testID("session-project"))); got != "beta" {
+		t.Errorf("ses-big project %q, want beta", got)
+	}
+	if got := text(big.Find(testID("session-link"))); got != "b 1" {
+		t.Errorf("ses-big link text %q, want its first prompt \"b 1\"", got)
 	}
 
 	cases := []struct {
@@ -73,6 +83,9 @@ func TestSessionsList(t *testing.T) {
 		{"?agent=codex", "ses-big"},
 		{"?agent=unknown", "ses-mid"},
 		{"?q=ALPHA", "ses-small"},
+		{"?q=m+3", ""}, // ses-mid has a row "m 3", but only its first prompt ("m 1") is searched
+		{"?q=m+1", "ses-mid"},
+		{"?sort=project&dir=asc", "ses-mid,ses-small,ses-big"}, // "" (not registered), alpha, beta
 		{"?q=ses-m", "ses-mid"},
 		{"?q=nothing-matches", ""},
 	}
@@ -159,6 +172,9 @@ func TestSessionPage(t *testing.T) {
 	d := doc(t, h.get("/ui/sessions/ses-long"), http.StatusOK)
 	if got := text(one(t, d, "session-id")); got != "ses-long" {
 		t.Errorf("session id %q", got)
+	}
+	if facts := text(one(t, d, "session-facts")); !strings.Contains(facts, "Projectlong") || !strings.Contains(facts, "First promptlong row 1 with text") {
+		t.Errorf("facts %q lack the project and the first prompt", facts)
 	}
 	if facts := text(one(t, d, "session-facts")); !strings.Contains(facts, "/home/dev/long") || !strings.Contains(facts, "450: 330 in context, 120 trimmed") {
 		t.Errorf("facts %q", facts)

@@ -749,7 +749,7 @@ func concRead(ctx context.Context, id int, c *client.Client, sessions []*concSes
 			}
 			lines, seq = int(res.Rows[0][0]), int64(res.Rows[0][1])
 			// serve writes a request's rows on its queue just after forwarding it, so another
-			// process may see them a moment after the answer (README: Decisions)
+			// process may see them a moment after the answer (docs/decisions.md)
 			if lines == 0 && time.Since(first) <= concVisible {
 				time.Sleep(20 * time.Millisecond)
 				continue

@@ -58,7 +58,10 @@ const (
 	trayPause  = "Pause all"
 	trayLogin  = "Start at login"
 	trayQuit   = "Quit"
-	trayDash   = "Open dashboard"
+	// The confirmation Quit shows while an agent is wired.
+	trayQuitPause = "Pause all instead"
+	trayQuitSure  = "Quit anyway"
+	trayDash      = "Open dashboard"
 )
 
 // trayConfig is the config.toml of the tray tests: a low trim threshold so that
@@ -77,6 +80,7 @@ func TestE2ETray(t *testing.T) {
 	daemon := findDBusDaemon(t)
 	t.Run("menu", func(t *testing.T) { testTrayMenu(t, daemon, bin) })
 	t.Run("no tray host, Quit", func(t *testing.T) { testTrayQuit(t, daemon, bin) })
+	t.Run("Quit while an agent is wired", func(t *testing.T) { testTrayQuitWired(t, daemon, bin) })
 }
 
 // testTrayIcons checks the icons' encodings: the PNG (Linux) has no partly transparent
@@ -375,6 +379,87 @@ func testTrayQuit(t *testing.T, daemon, bin string) {
 	t.Logf("exited 0 %s after %q", time.Since(start).Round(time.Millisecond), trayQuit)
 	checkTrayLog(t, srv.log.String())
 	checkCleanedUp(t, srv)
+}
+
+// testTrayQuitWired: with Claude Code wired to the service, Quit does not quit: it shows the
+// warning naming the agent, "Pause all instead" (which pauses and keeps serving) and "Quit
+// anyway" (which ends serve with status 0).
+func testTrayQuitWired(t *testing.T, daemon, bin string) {
+	bus := startBus(t, daemon)
+	srv := startTrayServe(t, bin, trayConfig, "XDG_RUNTIME_DIR="+bus.dir)
+	home := filepath.Join(filepath.Dir(srv.stateDir), "home")
+	makeDirs(t, filepath.Join(home, ".claude"))
+	wire := exec.Command(bin, "install", "--agents", "claude-code")
+	wire.Env = srv.cmd.Env
+	if out, err := wire.CombinedOutput(); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	// The wire page reads the agents' files again at once (the service does every 10 s).
+	if resp, err := http.Get(srv.url() + "/ui/wire"); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	tc := connectTray(t, bus, srv.cmd.Process.Pid)
+	tc.layout(t)
+	items := tc.layout(t)
+	for _, l := range []string{trayQuitPause, trayQuitSure} {
+		if it, ok := items[l]; !ok || it.visible {
+			t.Fatalf("%q: %+v (found %v): want it in the menu, hidden until Quit is clicked", l, it, ok)
+		}
+	}
+	// shown waits until the confirmation is visible and returns the menu.
+	shown := func() menuItems {
+		t.Helper()
+		var m menuItems
+		if !waitFor(5*time.Second, func() bool {
+			m = tc.layout(t)
+			return m[trayQuitSure].visible && m[trayQuitPause].visible
+		}) {
+			t.Fatalf("after %q the confirmation is not shown: %+v", trayQuit, m)
+		}
+		return m
+	}
+	tc.click(t, items[trayQuit].id)
+	m := shown()
+	warn := ""
+	for label, it := range m {
+		if strings.Contains(label, "cannot reach their API") && it.visible && !it.enabled {
+			warn = label
+		}
+	}
+	if want := "Wired agents (claude-code) cannot reach their API until the service runs again"; warn != want {
+		t.Errorf("the warning is %q, want a disabled line %q", warn, want)
+	}
+	if err := srv.waitHealthy(time.Second); err != nil {
+		t.Fatalf("serve stopped on the first click on %q with an agent wired: %v", trayQuit, err)
+	}
+
+	tc.click(t, m[trayQuitPause].id)
+	if !waitFor(5*time.Second, func() bool {
+		b, _ := os.ReadFile(srv.config)
+		return strings.Contains(string(b), "paused = true")
+	}) {
+		b, _ := os.ReadFile(srv.config)
+		t.Fatalf("%q did not save the pause:\n%s", trayQuitPause, b)
+	}
+	if !waitFor(5*time.Second, func() bool { return !tc.layout(t)[trayQuitSure].visible }) {
+		t.Errorf("the confirmation is still shown after %q", trayQuitPause)
+	}
+	if err := srv.waitHealthy(time.Second); err != nil {
+		t.Fatalf("serve stopped after %q: %v", trayQuitPause, err)
+	}
+
+	tc.click(t, tc.layout(t)[trayQuit].id)
+	tc.click(t, shown()[trayQuitSure].id)
+	select {
+	case <-srv.done:
+		if err := srv.exitErr(); err != nil {
+			t.Fatalf("after %q: %v\n%s", trayQuitSure, err, srv.log)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("serve still runs 15 s after %q:\n%s", trayQuitSure, srv.log)
+	}
 }
 
 // testSecondLaunch: the binary's serve, started again with the first one's environment
@@ -839,15 +924,19 @@ type menuItem struct {
 	enabled    bool
 	toggleType string
 	toggle     int32
+	visible    bool
 }
 
 func menuItemOf(id int32, props map[string]dbus.Variant) menuItem {
-	it := menuItem{id: id, enabled: true} // dbusmenu: "enabled" defaults to true
+	it := menuItem{id: id, enabled: true, visible: true} // dbusmenu: both default to true
 	if v, ok := props["label"].Value().(string); ok {
 		it.label = v
 	}
 	if v, ok := props["enabled"].Value().(bool); ok {
 		it.enabled = v
+	}
+	if v, ok := props["visible"].Value().(bool); ok {
+		it.visible = v
 	}
 	if v, ok := props["toggle-type"].Value().(string); ok {
 		it.toggleType = v

@@ -18,6 +18,16 @@
 //	Start at login    [ ]          the login service of `smarter-compact service`
 //	-----
 //	Quit
+//	  Wired agents (…) cannot reach their API until the service runs again   (disabled)
+//	  Pause all instead                                                      (hidden until
+//	  Quit anyway                                                             Quit is clicked)
+//
+// Quitting stops the proxy the wired agents point at, so while an agent is wired the
+// first click on Quit only shows the three items below it (fyne.io/systray has no dialog
+// and no notification: the menu is the one place to ask, see docs/decisions.md): the
+// warning, "Pause all instead" (every agent passes through untouched, the service keeps
+// running) and "Quit anyway". Any other click hides them again. With no agent wired, Quit
+// quits at once.
 //
 // and an icon for the state: active, paused (pause all, or every agent off) and error (a
 // fail-open in the last errorWindow, or a config error); on macOS a black template image
@@ -127,6 +137,8 @@ const (
 	labelDashboard = "Open dashboard"
 	labelLogin     = "Start at login"
 	labelQuit      = "Quit"
+	labelQuitPause = "Pause all instead"
+	labelQuitSure  = "Quit anyway"
 	title          = "Smarter Compact"
 )
 
@@ -256,6 +268,22 @@ func makeView(st web.State, stats storeStats, now time.Time) view {
 func configError(st web.State) string {
 	s, _, _ := strings.Cut(st.ConfigError, "\n")
 	return s
+}
+
+// quitWarning is the line Quit shows before it stops the service: the wired agents, which
+// cannot reach their model API while the service is down; "" when no agent is wired, and
+// Quit quits at once.
+func quitWarning(st web.State) string {
+	var wired []string
+	for _, a := range st.Agents {
+		if a.Wiring == web.WiringWired {
+			wired = append(wired, a.Agent)
+		}
+	}
+	if len(wired) == 0 {
+		return ""
+	}
+	return "Wired agents (" + strings.Join(wired, ", ") + ") cannot reach their API until the service runs again"
 }
 
 // clickAgent flips one agent: on when its next request would not be trimmed, off when

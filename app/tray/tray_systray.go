@@ -149,6 +149,8 @@ type tray struct {
 
 	status, pause, dashboard, login, quit *systray.MenuItem
 	agents                                map[string]*systray.MenuItem
+	// The confirmation of Quit (tray.go), hidden until Quit is clicked.
+	quitWarn, quitPause, quitSure *systray.MenuItem
 
 	// Owned by the worker.
 	shown     view
@@ -159,6 +161,7 @@ type tray struct {
 	icon      assets.TrayState
 	iconSet   bool
 	settled   bool // the first refreshEvery tick set the icon and tooltip again
+	asking    bool // the confirmation of Quit is shown
 }
 
 // build creates the items (in the order of the menu in tray.go) and one receiving
@@ -184,6 +187,33 @@ func (t *tray) build() {
 	systray.AddSeparator()
 	t.quit = systray.AddMenuItem(labelQuit, "Stop smarter-compact")
 	t.listen(t.quit, menuItem{other: labelQuit})
+	t.quitWarn = systray.AddMenuItem("", "")
+	t.quitWarn.Disable()
+	t.quitWarn.Hide()
+	t.quitPause = systray.AddMenuItem(labelQuitPause, "Keep the service running; every agent's requests pass through untouched")
+	t.quitPause.Hide()
+	t.listen(t.quitPause, menuItem{other: labelQuitPause})
+	t.quitSure = systray.AddMenuItem(labelQuitSure, "Stop smarter-compact")
+	t.quitSure.Hide()
+	t.listen(t.quitSure, menuItem{other: labelQuitSure})
+}
+
+// askQuit shows (or hides) the confirmation of Quit.
+func (t *tray) askQuit(ask bool, warning string) {
+	if ask == t.asking {
+		return
+	}
+	t.asking = ask
+	if !ask {
+		t.quitWarn.Hide()
+		t.quitPause.Hide()
+		t.quitSure.Hide()
+		return
+	}
+	t.quitWarn.SetTitle(warning)
+	t.quitWarn.Show()
+	t.quitPause.Show()
+	t.quitSure.Show()
 }
 
 // listen receives its clicks for as long as the process runs (the library never closes
@@ -238,6 +268,9 @@ func (t *tray) run(ctx context.Context) {
 
 func (t *tray) click(ctx context.Context, c menuItem) {
 	log := t.o.Log
+	if c.other != labelQuit {
+		t.askQuit(false, "")
+	}
 	switch {
 	case c.agent != "":
 		if err := clickAgent(t.app, c.agent); err != nil {
@@ -254,8 +287,19 @@ func (t *tray) click(ctx context.Context, c menuItem) {
 			t.app.SetLogin(ctx, !t.loginView.Enabled)
 		}
 	case c.other == labelQuit:
+		if w := quitWarning(t.app.State()); w != "" && !t.asking {
+			t.askQuit(true, w)
+			return
+		}
 		log.Info("tray: quit")
 		t.app.Quit()
+	case c.other == labelQuitSure:
+		log.Info("tray: quit")
+		t.app.Quit()
+	case c.other == labelQuitPause:
+		if err := t.app.SetPaused(true); err != nil {
+			log.Warn("tray: pause not switched", "err", err)
+		}
 	}
 }
 

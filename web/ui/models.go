@@ -38,13 +38,15 @@ type Live struct {
 	Paused      bool
 	EnvLock     string
 	ConfigError string
+	Agents      []Agent
+	Stats       Stats
+	Daily       BarChart
+	Service     Service
+	// FirstSteps is what to do next on a dashboard with nothing stored yet; nil otherwise.
+	FirstSteps *FirstSteps
 	// Stale is set when the service runs an older build than the installed binary: the
 	// builds and the command that restarts it.
-	Stale   *Stale
-	Agents  []Agent
-	Stats   Stats
-	Daily   BarChart
-	Service Service
+	Stale *Stale
 }
 
 // Stale is the proxy_stale banner: the running and the installed build, and the restart.
@@ -192,6 +194,8 @@ type SortHeader struct {
 // SessionRow is one line of the sessions table.
 type SessionRow struct {
 	SID, Href, Agent, Cwd         string
+	Project                       string // the working directory's base name; "" when not registered
+	FirstPrompt                   string // "" when the session has no typed prompt stored
 	LastActivity, LastActivityISO string
 	Rows, InContext, Trimmed      string
 	Trims, Requests, Size         string

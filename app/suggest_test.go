@@ -1,0 +1,93 @@
+package app
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestEditDistance(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0},
+		{"abc", "", 3},
+		{"", "abc", 3},
+		{"status", "status", 0},
+		{"stauts", "status", 1}, // swapped neighbours count once (Damerau)
+		{"instal", "install", 1},
+		{"kitten", "sitting", 3},
+		{"ca", "abc", 3}, // optimal string alignment, not unrestricted Damerau (2)
+		{"héllo", "hello", 1},
+	}
+	for _, tt := range tests {
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		typo string
+		want string
+	}{
+		{"stauts", "status"},
+		{"instal", "install"},
+		{"unistall", "uninstall"},
+		{"docter", "doctor"},
+		{"ofF", "off"},
+		{"--verison", "version"},
+		{"srv", ""},        // 3 letters: 1 edit allowed, "serve" is 2 away
+		{"frobnicate", ""}, // nothing near
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := suggest(tt.typo, commands); got != tt.want {
+			t.Errorf("suggest(%q) = %q, want %q", tt.typo, got, tt.want)
+		}
+	}
+	if got := suggest("claude", configuredAgents); got != "" {
+		t.Errorf("suggest(claude) = %q: 5 edits from claude-code, want none", got)
+	}
+	if got := suggest("claud-code", configuredAgents); got != "claude-code" {
+		t.Errorf("suggest(claud-code) = %q, want claude-code", got)
+	}
+}
+
+// TestDidYouMean runs the command lines a typo makes and checks each error names what the
+// user meant.
+func TestDidYouMean(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"command", []string{"stauts"}, `unknown command "stauts" (did you mean "status"?)`},
+		{"top-level flag", []string{"--verison"}, `did you mean "--version"?`},
+		{"flag", []string{"install", "--dry-rn"}, `install: flag provided but not defined: -dry-rn (did you mean "--dry-run"?)`},
+		{"flag with value", []string{"status", "--hour=3"}, `did you mean "--hours"?`},
+		{"flag of on", []string{"on", "--confg", "x"}, `did you mean "--config"?`},
+		{"agent of install", []string{"install", "--dry-run", "--agents", "codx"}, `unknown agent "codx" (did you mean "codex"?)`},
+		{"agent of off", []string{"off", "opencod"}, `unknown agent "opencod" (did you mean "opencode"?)`},
+		{"service command", []string{"service", "stat"}, `service: unknown command "stat" (did you mean "start"?)`},
+		{"agent of follow", []string{"follow", "claude-cod"}, `unknown agent "claude-cod" (did you mean "claude-code"?)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sys, _, _ := testSystem(t, env{})
+			err := run(t.Context(), tt.args, sys)
+			if ExitCode(err) != 2 || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v (exit %d), want a usage error containing %q", err, ExitCode(err), tt.want)
+			}
+		})
+	}
+	sys, _, _ := testSystem(t, env{})
+	if err := run(t.Context(), []string{"frobnicate"}, sys); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("err = %v: want no suggestion for a word near no command", err)
+	}
+}

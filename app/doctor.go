@@ -6,23 +6,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
-// Check outcomes: fail makes doctor exit 1; warn and info only inform.
+// Check outcomes (installer's): fail makes doctor exit 1; warn and info only inform.
 const (
-	checkOK   = "ok"
-	checkFail = "fail"
-	checkWarn = "warn"
-	checkInfo = "info"
+	checkOK   = installer.CheckOK
+	checkFail = installer.CheckFail
+	checkWarn = installer.CheckWarn
+	checkInfo = installer.CheckInfo
 )
 
 // doctorCheck is one line of `doctor`: what was checked, the outcome, and for anything but
@@ -41,10 +39,11 @@ type doctorReport struct {
 	Checks []doctorCheck `json:"checks"`
 }
 
-// doctorCmd is the `doctor` command (DESIGN.md §2; issue 5 item 8): the config, the port,
-// each wired agent's base URL against the live service, the store's folder and modes, FTS5
-// and the login service. It reads the agents' files and changes nothing in them. A failed
-// check makes it return an error (exit 1); each failing line says what to do.
+// doctorCmd is the `doctor` command (DESIGN.md §2; issue 5 item 8; issue 15, Deliver 3):
+// the config, the port, per agent whether it can read its config file, its base URLs and
+// the binaries its hooks and MCP entries run (installer.CheckAgents), the store's folder
+// and modes, FTS5 and the login service. It reads the agents' files and changes nothing in
+// them. A failed check makes it return an error (exit 1); each failing line says what to do.
 func doctorCmd(ctx context.Context, args []string, sys system) error {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the checks as JSON")
@@ -96,6 +95,9 @@ func doctor(ctx context.Context, sys system, configFlag string) doctorReport {
 		add(doctorCheck{Name: "config", Status: checkOK, Message: fmt.Sprintf("%s (port %d)", cfg.Path, port)})
 	}
 
+	self, _ := sys.executable() // the build doctor compares the named binaries with
+	sys = withStableExe(sys)
+	advice := startAdvice(ctx, sys, configFlag)
 	svc, elsewhere := findService(ctx, sys.configDir, port)
 	switch {
 	case elsewhere:
@@ -108,10 +110,10 @@ func doctor(ctx context.Context, sys system, configFlag string) doctorReport {
 			Fix: fmt.Sprintf("stop the program on port %d, or give smarter-compact another port ([context_proxy] port in config.toml, then 'smarter-compact install' to rewire the agents)", port)})
 	default:
 		add(doctorCheck{Name: "port", Status: checkFail, Message: fmt.Sprintf("nothing answers on %s (%s)", svc.URL, svc.Error),
-			Fix: "'smarter-compact service start' (or 'smarter-compact serve' in a terminal)"})
+			Fix: advice})
 	}
 
-	for _, c := range agentChecks(sys, port, svc.Answering) {
+	for _, c := range agentChecks(ctx, sys, self, port, advice, false) {
 		add(c)
 	}
 	add(storeCheck(sys))
@@ -135,70 +137,53 @@ func writeDoctor(w io.Writer, rep doctorReport) {
 	// Else doctorCmd's error says how many failed, printed once, on stderr.
 }
 
-// agentChecks reads each agent's config (the files the installer edits, read-only:
-// installer.ReadWiring) and judges every base URL that goes through smarter-compact: a
-// loopback URL on our route, or on our port.
-func agentChecks(sys system, port int, answering bool) []doctorCheck {
+// agentChecks is installer.CheckAgents (the agents' files are the installer's) against
+// this build: its version, self (this executable), the configured port, the /healthz
+// header and advice, what gets the service running. serving: the caller is the service on
+// port (installer.CheckOptions.Serving: nothing is probed or run).
+func agentChecks(ctx context.Context, sys system, self string, port int, advice string, serving bool) []doctorCheck {
+	env := installer.Env{Home: sys.home, Getenv: sys.getenv}
 	var out []doctorCheck
-	for _, a := range installer.ReadWiring(installer.Env{Home: sys.home, Getenv: sys.getenv}) {
-		fix := fmt.Sprintf("'smarter-compact install --agents %s' routes it through smarter-compact", a.Agent)
-		switch {
-		case errors.Is(a.Err, fs.ErrNotExist):
-			out = append(out, doctorCheck{Name: a.Agent, Status: checkInfo, Message: "not wired (no " + a.File + ")", Fix: fix})
-			continue
-		case a.Err != nil:
-			out = append(out, doctorCheck{Name: a.Agent, Status: checkWarn, Message: fmt.Sprintf("cannot read %s: %v", a.File, a.Err),
-				Fix: "fix the file's syntax; the agent cannot read it either"})
-			continue
-		}
-		ours := 0
-		for _, u := range a.URLs {
-			c, isOurs := judgeAgentURL(a.Agent, a.File, u, port, answering)
-			if isOurs {
-				ours++
-				out = append(out, c)
-			}
-		}
-		if ours == 0 {
-			out = append(out, doctorCheck{Name: a.Agent, Status: checkInfo, Message: "not wired (" + a.File + " sends nothing through smarter-compact)", Fix: fix})
-		}
-		if a.Unselected {
-			out = append(out, doctorCheck{Name: agentCodex, Status: checkWarn,
-				Message: fmt.Sprintf("%s defines model_providers.%s, but model_provider is %q: Codex does not use it", a.File, serviceName, a.Selected),
-				Fix:     "'smarter-compact install --agents codex' selects it; 'smarter-compact uninstall --agents codex' removes it"})
-		}
+	for _, f := range installer.CheckAgents(ctx, env, installer.CheckOptions{
+		Port: port, Version: "smarter-compact " + version, Self: self,
+		HealthHeader: healthzHeader, StartAdvice: advice, Serving: serving,
+	}) {
+		out = append(out, doctorCheck{Name: f.Name, Status: f.Status, Message: f.Message, Fix: f.Fix})
 	}
 	return out
 }
 
-// routeOf is the route prefix of an agent (DESIGN.md §5).
-func routeOf(agent string) string { return "/" + agent }
+// noServiceManager is the one piece of advice on a machine without a login service manager
+// (no systemd running, as in most containers; an OS we register nothing with): doctor,
+// install, status, service and the tray say it in these words (issue 15, Deliver 3).
+const noServiceManager = "no login service manager here: run 'smarter-compact serve' yourself, from your desktop's autostart or your shell profile (for now: in a terminal)"
 
-// judgeAgentURL checks one base URL that is ours (installer.AgentURL.Ours): it must use the
-// configured port, and the service must answer there.
-func judgeAgentURL(agent, file string, u installer.AgentURL, port int, answering bool) (doctorCheck, bool) {
-	name := agent
-	if agent == agentOpenCode {
-		name = agent + " (" + u.Where + ")"
+// serviceManagerMissing reports whether this machine has no login service manager we can
+// register with: none for the OS (installer.ErrServiceUnsupported), or Linux without a
+// running systemd.
+func serviceManagerMissing(ctx context.Context, cfg installer.ServiceConfig) bool {
+	if cfg.GOOS == "linux" && !cfg.ForceSystemd && !systemdRunning() {
+		return true
 	}
-	p, ours := u.Ours(agent, port)
-	if !ours {
-		return doctorCheck{}, false
+	_, err := installer.ServiceStatus(ctx, cfg)
+	return errors.Is(err, installer.ErrServiceUnsupported)
+}
+
+// startAdvice is what gets the service answering: noServiceManager without a service
+// manager; else 'smarter-compact service start', or 'service install' when the login
+// service is not registered (start would refuse).
+func startAdvice(ctx context.Context, sys system, configFlag string) string {
+	cfg, _, err := serviceConfig(withStableExe(sys), configFlag, false)
+	if err != nil {
+		return "'smarter-compact serve' in a terminal"
 	}
-	where := fmt.Sprintf("%s %s = %s", file, u.Where, u.URL)
-	switch {
-	case p != strconv.Itoa(port):
-		return doctorCheck{Name: name, Status: checkFail,
-			Message: fmt.Sprintf("stale: %s points at port %s, but smarter-compact is configured for port %d", where, p, port),
-			Fix:     fmt.Sprintf("'smarter-compact install --agents %s' points it at port %d; 'smarter-compact uninstall --agents %s' removes the wiring", agent, port, agent),
-		}, true
-	case !answering:
-		return doctorCheck{Name: name, Status: checkFail,
-			Message: fmt.Sprintf("%s, but nothing answers there: the agent's requests fail", where),
-			Fix:     fmt.Sprintf("'smarter-compact service start' (or 'smarter-compact serve'); or 'smarter-compact uninstall --agents %s' to stop routing it through smarter-compact", agent),
-		}, true
+	if serviceManagerMissing(ctx, cfg) {
+		return noServiceManager
 	}
-	return doctorCheck{Name: name, Status: checkOK, Message: "wired to the live service: " + where}, true
+	if st, err := installer.ServiceStatus(ctx, cfg); err == nil && !st.Installed {
+		return "'smarter-compact service install' starts it now and at every login (or 'smarter-compact serve' in a terminal)"
+	}
+	return "'smarter-compact service start' (or 'smarter-compact serve' in a terminal)"
 }
 
 // storeCheck: the context store's folder exists or can be made, is writable, and nothing
@@ -282,12 +267,12 @@ func loginServiceCheck(ctx context.Context, sys system, configFlag string) docto
 		c.Status, c.Message = checkWarn, "cannot tell: "+err.Error()
 		return c
 	}
+	if serviceManagerMissing(ctx, cfg) {
+		c.Status, c.Message, c.Fix = checkInfo, "none on this system", noServiceManager
+		return c
+	}
 	st, err := installer.ServiceStatus(ctx, cfg)
 	switch {
-	case errors.Is(err, installer.ErrServiceUnsupported):
-		c.Status, c.Message = checkInfo, "none on this system: "+err.Error()
-		c.Fix = "start 'smarter-compact serve' from your session's autostart"
-		return c
 	case err != nil:
 		c.Status, c.Message = checkWarn, "cannot tell: "+err.Error()
 		return c
@@ -315,3 +300,6 @@ func loginServiceCheck(ctx context.Context, sys system, configFlag string) docto
 	}
 	return c
 }
+
+// routeOf is the route prefix of an agent (DESIGN.md §5).
+func routeOf(agent string) string { return "/" + agent }

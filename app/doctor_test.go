@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -124,11 +125,11 @@ func TestDoctorDeadPort(t *testing.T) {
 	if rep.OK || rep.Failed != 2 {
 		t.Errorf("failed %d, want 2 (port, claude-code): %+v", rep.Failed, rep.Checks)
 	}
-	if c := findCheck(t, rep, "port"); c.Status != checkFail || !strings.Contains(c.Fix, "'smarter-compact service start'") {
+	if c := findCheck(t, rep, "port"); c.Status != checkFail || c.Fix != startAdvice(ctx, sys, "") {
 		t.Errorf("port: %+v", c)
 	}
 	c := findCheck(t, rep, "claude-code")
-	if c.Status != checkFail || !strings.Contains(c.Message, "nothing answers there") || !strings.Contains(c.Fix, "'smarter-compact uninstall --agents claude-code'") {
+	if c.Status != checkFail || !strings.Contains(c.Message, "smarter-compact does not answer there") || !strings.Contains(c.Fix, "'smarter-compact uninstall --agents claude-code'") {
 		t.Errorf("claude-code: %+v", c)
 	}
 	var codexWarn bool
@@ -218,4 +219,113 @@ func TestStatusAndDoctorFindServiceOnOtherPort(t *testing.T) {
 	if !strings.Contains(out, "Service: running, but the service runs on "+svc.URL) || !strings.Contains(out, "not on the configured port "+strconv.Itoa(port)) {
 		t.Errorf("status does not report the service on its other port:\n%s", out)
 	}
+}
+
+// TestDoctorRot: after a real install against a live service, doctor passes for Claude
+// Code; then each way the wiring rots makes Claude Code's check fail with what happened and
+// the command that fixes it (issue 15, Show: a doctor test per rot).
+func TestDoctorRot(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS == "windows" {
+		t.Skip("the stand-in binaries are shell scripts")
+	}
+	for _, tc := range []struct {
+		name     string
+		rot      func(t *testing.T, sys system, settings string, stop func())
+		msg, fix string
+	}{
+		{"binary removed", func(t *testing.T, sys system, _ string, _ func()) {
+			if err := os.Remove(stablePath(sys)); err != nil {
+				t.Fatal(err)
+			}
+		}, "does not exist", "'smarter-compact install --agents claude-code'"},
+		{"binary of another version", func(t *testing.T, sys system, _ string, _ func()) {
+			fakeBinary(t, stablePath(sys), "0.9.0")
+		}, "it is smarter-compact 0.9.0, this is smarter-compact " + version, "'smarter-compact install --agents claude-code'"},
+		{"another development build", func(t *testing.T, sys system, _ string, _ func()) {
+			if err := os.WriteFile(stablePath(sys), []byte(mustRead(t, sys.exe)+"# rebuilt\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, "another development build than this one", "'smarter-compact install --agents claude-code'"},
+		{"JSONC settings.json", func(t *testing.T, _ system, settings string, _ func()) {
+			text := strings.Replace(mustRead(t, settings), "{\n", "{\n  // added by hand\n", 1)
+			if err := os.WriteFile(settings, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "Claude Code reads strict JSON and ignores the whole file", "remove the comments and trailing commas from "},
+		{"dead port", func(t *testing.T, _ system, _ string, stop func()) { stop() },
+			"smarter-compact does not answer there", "'smarter-compact uninstall --agents claude-code'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			srv := httptest.NewServer(http.HandlerFunc(healthz))
+			t.Cleanup(srv.Close)
+			port := srv.Listener.Addr().(*net.TCPAddr).Port
+			sys, stdout, settings, _ := installSystem(t)
+			sys.getenv = env{"CONTEXT_PROXY_PORT": strconv.Itoa(port), "SMARTER_COMPACT_STATE_DIR": t.TempDir(), "LOCALAPPDATA": sys.getenv("LOCALAPPDATA")}.get
+			if err := run(ctx, []string{"install", "--agents", "claude-code"}, sys); err != nil {
+				t.Fatalf("install: %v\n%s", err, stdout)
+			}
+			claude := func() []doctorCheck {
+				var out []doctorCheck
+				for _, c := range doctor(ctx, sys, "").Checks {
+					if c.Name == "claude-code" {
+						out = append(out, c)
+					}
+				}
+				return out
+			}
+			before := claude()
+			if len(before) != 2 || before[0].Status != checkOK || before[1].Status != checkOK ||
+				!strings.Contains(before[1].Message, "the hooks (") || !strings.Contains(before[1].Message, "the MCP server") {
+				t.Fatalf("before the rot, want the base URL and the binary ok: %+v", before)
+			}
+			tc.rot(t, sys, settings, srv.Close)
+			var failed []doctorCheck
+			for _, c := range claude() {
+				if c.Status == checkFail {
+					failed = append(failed, c)
+				}
+			}
+			if len(failed) != 1 || !strings.Contains(failed[0].Message, tc.msg) || !strings.Contains(failed[0].Fix, tc.fix) {
+				t.Fatalf("after the rot, want one failed claude-code check saying %q, fixed by %q: %+v", tc.msg, tc.fix, claude())
+			}
+			t.Logf("FAIL  %s: %s\n      → %s", failed[0].Name, failed[0].Message, failed[0].Fix)
+			if err := doctorCmd(ctx, nil, sys); ExitCode(err) != 1 {
+				t.Errorf("doctor exit %d, want 1", ExitCode(err))
+			}
+		})
+	}
+}
+
+// TestNoServiceManagerAdvice: on a machine without a login service manager (Linux without
+// a running systemd, as in most containers), install, doctor and service status give the
+// same one piece of advice (issue 15, Deliver 3).
+func TestNoServiceManagerAdvice(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" || systemdRunning() {
+		t.Skip("this machine has a login service manager; the advice for one without is not given here")
+	}
+	ctx := t.Context()
+	sys, stdout, _, _ := installSystem(t)
+	if err := run(ctx, []string{"install", "--agents", "claude-code"}, sys); err != nil {
+		t.Fatalf("install: %v\n%s", err, stdout)
+	}
+	wantIn(t, "install", stdout.String(), []string{"the service does not answer at ", "\n  " + noServiceManager + "\n"})
+	rep := doctor(ctx, sys, "")
+	for _, name := range []string{"port", "login service"} {
+		if c := findCheck(t, rep, name); c.Fix != noServiceManager {
+			t.Errorf("doctor %s: fix %q, want %q", name, c.Fix, noServiceManager)
+		}
+	}
+	if c := findCheck(t, rep, "claude-code"); !strings.HasPrefix(c.Fix, noServiceManager+"; ") {
+		t.Errorf("doctor claude-code: fix %q, want it to start with %q", c.Fix, noServiceManager)
+	}
+	status := new(syncBuffer)
+	sys.stdout = status
+	if err := serviceCmd(ctx, []string{"status"}, sys); err != nil {
+		t.Fatal(err)
+	}
+	wantIn(t, "service status", status.String(), []string{noServiceManager})
 }

@@ -58,11 +58,19 @@ func install(ctx context.Context, args []string, sys system) error {
 	if err != nil {
 		return err
 	}
+	if _, err := installEnv(sys, cfg.Port); err != nil {
+		return err // no home or config directory: nowhere to put the binary either
+	}
+	w := sys.stdout
+	sys, line, err := placeBinary(sys, f.dryRun)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, line)
 	env, err := installEnv(sys, cfg.Port)
 	if err != nil {
 		return err
 	}
-	w := sys.stdout
 	if f.service {
 		if f.dryRun {
 			fmt.Fprintln(w, "service: would register the login service (smarter-compact service install)")
@@ -81,9 +89,8 @@ func install(ctx context.Context, args []string, sys system) error {
 		fmt.Fprintln(w, "dry run: nothing written")
 	} else if wired(rep) {
 		if st := probeService(ctx, cfg.Port); !st.Answering {
-			fmt.Fprintf(w, "the service does not answer at %s: the wired agents cannot reach their model API until it runs.\n"+
-				"  start it at login: smarter-compact service install (or: smarter-compact install --service)\n"+
-				"  or now, in a terminal: smarter-compact serve\n", st.URL)
+			fmt.Fprintf(w, "the service does not answer at %s: the wired agents cannot reach their model API until it runs.\n  %s\n",
+				st.URL, startAdvice(ctx, sys, f.config))
 		}
 	}
 	return errors.Join(failed...)
@@ -105,6 +112,7 @@ func uninstall(ctx context.Context, args []string, sys system) error {
 	if _, cfg, err := installConfig(f.config, sys); err == nil {
 		port = cfg.Port
 	}
+	sys = withStableExe(sys)
 	env, err := installEnv(sys, port)
 	if err != nil {
 		return err
@@ -132,10 +140,62 @@ func uninstall(ctx context.Context, args []string, sys system) error {
 			failed = append(failed, fmt.Errorf("login service: %w", err))
 		}
 	}
+	if copy, err := installer.PerUserExe(sys.home, sys.goos, sys.getenv("LOCALAPPDATA")); err == nil && isRegular(copy) {
+		fmt.Fprintf(w, "binary: %s stays (install put it there): delete it once nothing runs it (a registered login service does until 'smarter-compact service uninstall')\n", copy)
+	}
 	if f.dryRun {
 		fmt.Fprintln(w, "dry run: nothing written")
 	}
 	return errors.Join(failed...)
+}
+
+// stableExe is where the agents and the login service run smarter-compact from
+// (installer.StableExe, docs/wiring.md): this executable when it is installed by a package,
+// else the per-user copy install makes.
+func stableExe(sys system) (target string, inPlace bool, err error) {
+	exe, err := sys.executable()
+	if err != nil {
+		return "", false, err
+	}
+	return installer.StableExe(exe, sys.home, sys.goos, sys.getenv("LOCALAPPDATA"))
+}
+
+// placeBinary puts this executable where it will stay (installer.PlaceBinary; dryRun only
+// says what it would do) and returns sys naming that path as the executable, so that the
+// agents' files and the login service get it, with one line for the user.
+func placeBinary(sys system, dryRun bool) (system, string, error) {
+	exe, err := sys.executable()
+	if err != nil {
+		return sys, "", err
+	}
+	target, inPlace, err := stableExe(sys)
+	if err != nil {
+		return sys, "", fmt.Errorf("%w\nnothing was wired", err)
+	}
+	if inPlace {
+		return sys, fmt.Sprintf("binary: %s, where a package (or an earlier install) put it; the agents and the login service run it", exe), nil
+	}
+	line, err := installer.PlaceBinary(exe, target, sys.goos, dryRun)
+	if err != nil {
+		return sys, "", err
+	}
+	sys.exe = target
+	return sys, line, nil
+}
+
+// withStableExe is sys naming the stable executable when there is one (a package's, or the
+// copy install made), else sys as it is: what `service` registers and `doctor` compares
+// with, so neither points the login service back at a build directory install left.
+func withStableExe(sys system) system {
+	if target, inPlace, err := stableExe(sys); err == nil && !inPlace && isRegular(target) {
+		sys.exe = target
+	}
+	return sys
+}
+
+func isRegular(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // serviceArgs is the `service` command line for install and uninstall --service, with the

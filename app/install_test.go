@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,10 +16,11 @@ import (
 // gateway), neither Codex nor OpenCode, and nothing listening on the proxy's port.
 func installSystem(t *testing.T) (sys system, stdout *syncBuffer, settings, before string) {
 	t.Helper()
-	sys, stdout, _ = testSystem(t, env{"CONTEXT_PROXY_PORT": strconv.Itoa(freePort(t))})
+	sys, stdout, _ = testSystem(t, env{"CONTEXT_PROXY_PORT": strconv.Itoa(freePort(t)), "LOCALAPPDATA": t.TempDir()})
 	sys.exe = filepath.Join(t.TempDir(), "bin", "smarter-compact")
+	fakeBinary(t, sys.exe, version)
 	settings = filepath.Join(sys.home, ".claude", "settings.json")
-	before = "{\n  // mine\n  \"env\": {\n    \"ANTHROPIC_BASE_URL\": \"https://gw.example/anthropic/\"\n  },\n  \"model\": \"opus\"\n}\n"
+	before = "{\n  \"env\": {\n    \"ANTHROPIC_BASE_URL\": \"https://gw.example/anthropic/\"\n  },\n  \"model\": \"opus\"\n}\n"
 	if err := os.MkdirAll(filepath.Dir(settings), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -26,6 +28,28 @@ func installSystem(t *testing.T) (sys system, stdout *syncBuffer, settings, befo
 		t.Fatal(err)
 	}
 	return sys, stdout, settings, before
+}
+
+// fakeBinary writes an executable at path that prints what `smarter-compact version` of
+// version v prints (a shell script: the tests that run it skip on Windows).
+func fakeBinary(t *testing.T, path, v string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\necho 'smarter-compact " + v + " (test build)'\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stablePath is where install copies a binary that is not in a package's folder, on this
+// test's machine (installer.StableExe).
+func stablePath(sys system) string {
+	if runtime.GOOS == "windows" {
+		return sys.getenv("LOCALAPPDATA") + `\Programs\Smarter Compact\smarter-compact.exe`
+	}
+	return filepath.Join(sys.home, ".local", "bin", "smarter-compact")
 }
 
 // snapshot returns every file under the directories with its bytes.
@@ -67,6 +91,7 @@ func TestInstallDryRunWritesNothing(t *testing.T) {
 		`claude-code: chained to its previous base URL: [upstream.agents.claude-code] anthropic = "https://gw.example/anthropic"`,
 		"would write those keys to " + filepath.Join(sys.configDir, "smarter-compact", "config.toml"),
 		"service: would register the login service (smarter-compact service install)\n",
+		"binary: would copy " + sys.exe + " to " + stablePath(sys) + ", which the agents and the login service would run\n",
 		"dry run: nothing written\n",
 	})
 }
@@ -84,14 +109,21 @@ func TestInstallUninstall(t *testing.T) {
 		"  wrote " + settings + "\n",
 		"wrote those keys to " + config,
 		"the service does not answer at http://127.0.0.1:",
-		"smarter-compact service install",
+		startAdvice(t.Context(), sys, ""),
 	})
 	if strings.Contains(out, "codex") {
 		t.Errorf("--agents claude-code reported codex:\n%s", out)
 	}
 	got, _ := os.ReadFile(settings)
-	if !strings.Contains(string(got), "// mine") || !strings.Contains(string(got), sys.exe) {
-		t.Errorf("settings.json after install:\n%s", got)
+	if !strings.Contains(string(got), `"model": "opus"`) || !strings.Contains(string(got), stablePath(sys)) || strings.Contains(string(got), sys.exe) {
+		t.Errorf("settings.json after install, want the hooks to run %s, not %s:\n%s", stablePath(sys), sys.exe, got)
+	}
+	wantIn(t, "stdout", out, []string{"binary: copied " + sys.exe + " to " + stablePath(sys) + "; the agents and the login service run that copy"})
+	if src, dst := mustRead(t, sys.exe), mustRead(t, stablePath(sys)); src != dst {
+		t.Errorf("the stable copy differs from the binary it was copied from")
+	}
+	if fi, err := os.Stat(stablePath(sys)); runtime.GOOS != "windows" && (err != nil || fi.Mode().Perm() != 0o755) {
+		t.Errorf("stable copy: %v, mode %v, want 0755", err, fi.Mode())
 	}
 	cfg, err := LoadConfig(config, true, env{}.get)
 	if err != nil {
@@ -131,7 +163,18 @@ func TestInstallUninstall(t *testing.T) {
 		"claude-code: unwired",
 		"  restored " + settings + "\n",
 		"  removed " + filepath.Join(sys.home, ".claude.json") + " (install had created it)\n",
+		"binary: " + stablePath(sys) + " stays (install put it there): delete it once nothing runs it",
 	})
+	if _, err := os.Stat(stablePath(sys)); err != nil {
+		t.Errorf("uninstall removed the stable copy: %v", err)
+	}
+	// Run from the stable copy itself (the usual case: it is on PATH), uninstall says so too.
+	stdout4 := new(syncBuffer)
+	sys.stdout, sys.exe = stdout4, stablePath(sys)
+	if err := run(t.Context(), []string{"uninstall"}, sys); err != nil {
+		t.Fatalf("uninstall from the stable copy: %v\n%s", err, stdout4)
+	}
+	wantIn(t, "uninstall output, run from the stable copy", stdout4.String(), []string{"binary: " + stablePath(sys) + " stays"})
 	if _, err := os.Stat(filepath.Join(sys.home, ".claude.json")); err == nil {
 		t.Error("~/.claude.json, which install created, is still there")
 	}
@@ -187,4 +230,52 @@ func TestInstallErrors(t *testing.T) {
 			t.Errorf("err %v", err)
 		}
 	})
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestInstallRefusesJSONCSettings: Claude Code ignores a settings.json with comments, so
+// install does not wire it, says why and what to do, and leaves the file as it was.
+func TestInstallRefusesJSONCSettings(t *testing.T) {
+	t.Parallel()
+	sys, stdout, settings, _ := installSystem(t)
+	const jsonc = "{\n  // mine\n  \"model\": \"opus\",\n}\n"
+	if err := os.WriteFile(settings, []byte(jsonc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(t.Context(), []string{"install", "--agents", "claude-code"}, sys)
+	if ExitCode(err) != 1 {
+		t.Fatalf("install on a JSONC settings.json: %v, want exit 1\n%s", err, stdout)
+	}
+	wantIn(t, "install's output and error", stdout.String()+err.Error(), []string{
+		"claude-code: " + settings + ": line 2: comments or trailing commas (JSONC), which Claude Code does not accept",
+		"remove the comments and trailing commas, then run 'smarter-compact install --agents claude-code'",
+	})
+	if got := mustRead(t, settings); got != jsonc {
+		t.Errorf("settings.json changed:\n%s", got)
+	}
+}
+
+// TestServiceRegistersStableCopy: once install has put the binary at the per-user path,
+// `service` (install, status, doctor's comparison) names that copy, not the build the
+// command ran from.
+func TestServiceRegistersStableCopy(t *testing.T) {
+	t.Parallel()
+	sys, stdout, _, _ := installSystem(t)
+	if got := withStableExe(sys).exe; got != sys.exe {
+		t.Fatalf("before install: %s, want the running %s", got, sys.exe)
+	}
+	if err := run(t.Context(), []string{"install", "--agents", "claude-code"}, sys); err != nil {
+		t.Fatalf("install: %v\n%s", err, stdout)
+	}
+	if got := withStableExe(sys).exe; got != stablePath(sys) {
+		t.Errorf("after install: %s, want the stable copy %s", got, stablePath(sys))
+	}
 }

@@ -102,6 +102,10 @@ func serve(ctx context.Context, args []string, sys system) error {
 		return err
 	}
 	defer root.Close()
+	// The health record outside the session databases, kept in health.json (issue 16 item 1).
+	if err := root.KeepHealth(); err != nil {
+		log.Warn("health record: " + err.Error() + " (it is kept in memory meanwhile)")
+	}
 	st.storeDir = root.Dir() // before anything reads the state concurrently
 	if exe, err := sys.executable(); err == nil {
 		st.build = newBuildCheck(exe)

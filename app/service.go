@@ -78,6 +78,7 @@ func serviceCmd(ctx context.Context, args []string, sys system) error {
 	// install and start need a config the service can run with; the others only need the
 	// port, and work on a broken config with the default one.
 	strict := sub == "install" || sub == "start"
+	sys = withStableExe(sys) // the copy install made, not a build directory (docs/wiring.md)
 	cfg, notes, err := serviceConfig(sys, *configFlag, strict)
 	if err != nil {
 		return err
@@ -221,7 +222,7 @@ func serviceHelp(err error) error {
 	case errors.Is(err, installer.ErrNoUserManager):
 		return fmt.Errorf("%w\nuntil then run 'smarter-compact serve' (or 'loginctl enable-linger $USER' and log in again, to run user services without a login session)", err)
 	case errors.Is(err, installer.ErrServiceUnsupported):
-		return fmt.Errorf("%w\nrun 'smarter-compact serve' yourself instead (from a terminal, your shell profile or your desktop's autostart)", err)
+		return fmt.Errorf("%w\n%s", err, noServiceManager)
 	case errors.Is(err, installer.ErrNotOurs):
 		return fmt.Errorf("%w\nit was not started by the login service: stop it where it runs (Ctrl-C in its terminal), then 'smarter-compact service start'", err)
 	}
@@ -344,7 +345,7 @@ func serviceStatusCmd(ctx context.Context, w io.Writer, cfg installer.ServiceCon
 	} else if cfg.GOOS == "linux" && !cfg.ForceSystemd && !systemdRunning() {
 		// the unit can be written but nothing would start it: say so instead of advising
 		// an install that fails
-		rep.Supported, rep.Problem = false, "systemd is not running here (as in most containers): run 'smarter-compact serve' yourself"
+		rep.Supported, rep.Problem = false, "systemd is not running here (as in most containers)"
 	}
 	rep.ServiceState = st
 	if asJSON {
@@ -361,7 +362,7 @@ func serviceStatusCmd(ctx context.Context, w io.Writer, cfg installer.ServiceCon
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	switch {
 	case !rep.Supported:
-		p("login service: none on this system (%s)", rep.Problem)
+		p("login service: none on this system (%s)\n  %s", rep.Problem, noServiceManager)
 	case !st.Installed:
 		p("login service: not installed (%s: %s): 'smarter-compact service install' starts it at login", st.Manager, st.Path)
 	default:

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
+
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,7 +27,7 @@ func liveService(t *testing.T) int {
 			http.NotFound(w, r)
 			return
 		}
-		_, _ = io.WriteString(w, "ok")
+		healthz(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.Listener.Addr().(*net.TCPAddr).Port

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"strings"
@@ -23,11 +24,12 @@ func (s *state) refreshWiring() {
 }
 
 // checkWiring judges each agent's wiring with doctor's checks (agentChecks) against this
-// service, which answers: an ok check is wired; a stale port, or a Codex provider that is
-// defined but not selected, is not wired; an unreadable file is unknown; no route through
+// service, which answers: an ok check is wired unless another fails; a stale port, a
+// binary a hook or MCP entry names that is gone, a JSONC settings.json, or a Codex provider
+// that is defined but not selected, is not wired; an unreadable file is unknown; no route through
 // us is not wired, or not installed when the installer finds no trace of the agent.
 func (s *state) checkWiring() map[string]wiring {
-	checks := agentChecks(s.sys, s.port, true)
+	checks := agentChecks(context.Background(), s.sys, "", s.port, "", true)
 	out := make(map[string]wiring, len(configuredAgents))
 	for _, agent := range configuredAgents {
 		var ok, fail, warn, info []doctorCheck
@@ -51,10 +53,10 @@ func (s *state) checkWiring() map[string]wiring {
 			out[agent] = wiring{web.WiringUnknown, warn[0].Message}
 		case len(warn) > 0:
 			out[agent] = wiring{web.WiringNotWired, warn[0].Message}
+		case len(fail) > 0: // a stale port, a binary gone, a settings.json Claude Code ignores
+			out[agent] = wiring{web.WiringNotWired, fail[0].Message}
 		case len(ok) > 0:
 			out[agent] = wiring{web.WiringWired, ok[0].Message}
-		case len(fail) > 0:
-			out[agent] = wiring{web.WiringNotWired, fail[0].Message}
 		case len(info) > 0:
 			out[agent] = s.notWired(agent, info[0].Message)
 		default:

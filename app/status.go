@@ -31,6 +31,7 @@ type statusReport struct {
 	Store       string        `json:"store"`
 	Service     serviceStatus `json:"service"`
 	Agents      []agentStatus `json:"agents"`
+	Health      statusHealth  `json:"health"` // status_health.go
 
 	// Memory describes the [memory] table, never its API key (docs/memory.md).
 	Memory string `json:"memory,omitempty"`
@@ -100,6 +101,7 @@ func status(ctx context.Context, args []string, sys system) error {
 	}
 	defer root.Close()
 	rep.Store = root.Dir()
+	rep.Health = readHealth(ctx, sys, rep.Service, root.Dir())
 	if rep.Status, err = root.Status(ctx, time.Now(), *hours); err != nil {
 		return err
 	}
@@ -143,6 +145,9 @@ func writeStatusSummary(w io.Writer, rep *statusReport, verbose bool) {
 	if rep.ConfigError != "" {
 		first, _, _ := strings.Cut(rep.ConfigError, "\n")
 		p("Config: does not load (%s)", first)
+	}
+	if !rep.Health.Missing {
+		writeHealth(w, &rep.Health) // every active problem with what to do, right after the service
 	}
 	if len(rep.Agents) > 0 {
 		var on, off []string
@@ -320,6 +325,9 @@ func writeStatus(w io.Writer, rep *statusReport) {
 	p("Store: %s (%d sessions read, %d skipped)", rep.Store, st.Sessions, st.Skipped)
 	for _, k := range st.SkippedSessions {
 		p("  skipped %s: %s", k.Session, k.Reason)
+	}
+	if rep.Health.Missing {
+		writeHealth(w, &rep.Health) // else it is in the summary: a fault must not hide behind --verbose
 	}
 
 	p("Last %d hours (since %s):", st.Hours, st.Since)

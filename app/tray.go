@@ -55,12 +55,12 @@ func (a *trayApp) LoginStatus(ctx context.Context) tray.Login {
 		return tray.Login{Unsupported: err.Error()}
 	}
 	if cfg.GOOS == "linux" && !cfg.ForceSystemd && !systemdRunning() {
-		return tray.Login{Unsupported: "systemd is not running here: start `smarter-compact serve` yourself"}
+		return tray.Login{Unsupported: "systemd is not running here; " + noServiceManager}
 	}
 	st, err := installer.ServiceStatus(ctx, cfg)
 	if err != nil {
 		if errors.Is(err, installer.ErrServiceUnsupported) {
-			return tray.Login{Unsupported: err.Error()}
+			return tray.Login{Unsupported: err.Error() + "; " + noServiceManager}
 		}
 		a.log.Warn("tray: cannot read the login service", "err", err)
 		return tray.Login{Unsupported: firstLine(err)}

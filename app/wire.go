@@ -43,7 +43,13 @@ func (w *wirer) Plan(ctx context.Context) ([]web.WirePlan, error) {
 	if err != nil {
 		return plans, err
 	}
-	env, err := installEnv(w.sys, cfg.Port)
+	// The diff names the executable install would write: the stable copy (placeBinary, dry
+	// run: nothing is copied), not the build this service runs from.
+	sys, _, err := placeBinary(w.sys, true)
+	if err != nil {
+		return plans, err
+	}
+	env, err := installEnv(sys, cfg.Port)
 	if err != nil {
 		return plans, err
 	}

@@ -28,6 +28,7 @@ func wireServer(t *testing.T) (base string, sys system, files map[string]string)
 	port := ts.Listener.Addr().(*net.TCPAddr).Port
 	sys, _, _ = testSystem(t, env{"CONTEXT_PROXY_PORT": strconv.Itoa(port)})
 	sys.exe = filepath.Join(t.TempDir(), "bin", "smarter-compact")
+	fakeBinary(t, sys.exe, version)
 	files = map[string]string{
 		filepath.Join(sys.home, ".claude", "settings.json"): "{\n    \"model\": \"opus\",\n    \"theme\": \"dark\"\n}\n",
 		filepath.Join(sys.home, ".codex", "config.toml"):    "# my codex\r\nmodel = \"gpt-5\"  # keep\r\n\r\n[tui]\r\nnotifications = true\r\n",

@@ -3,11 +3,14 @@ package installer
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tailscale/hujson"
 )
 
 // ClaudeCode wires Claude Code (DESIGN.md §8, issue 5 item 2): in ~/.claude/settings.json
@@ -77,8 +80,10 @@ var claudeHooks = []struct{ event, sub string }{
 }
 
 // Plan wires Claude Code when ~/.claude or ~/.claude.json exists. A settings.json that is
-// absent is created from {}; one that does not parse (JSONC included: Claude Code itself
-// reads strict JSON, but we keep whatever the user wrote) fails the plan.
+// absent is created from {}; one that does not parse fails the plan, and so does one with
+// comments or trailing commas (JSONC): Claude Code reads both files as strict JSON and
+// ignores one that is not, so wiring it would report an agent wired that never reads the
+// wiring (issue 15, Deliver 3). The error says so and what to do (strictJSON).
 func (a ClaudeCode) Plan(env Env) (*AgentPlan, error) {
 	dir := filepath.Join(env.Home, ".claude")
 	if !isDir(dir) && !exists(claudeStatePath(env)) {
@@ -105,6 +110,9 @@ func (a ClaudeCode) Plan(env Env) (*AgentPlan, error) {
 func (a ClaudeCode) planSettings(env Env, plan *AgentPlan) (FileEdit, error) {
 	cur, err := readCurrent(claudeSettingsPath(env))
 	if err != nil {
+		return FileEdit{}, err
+	}
+	if err := strictJSON(cur.path, cur.before); err != nil {
 		return FileEdit{}, err
 	}
 	doc, err := parseJSONFile(cur)
@@ -140,6 +148,9 @@ func (a ClaudeCode) planSettings(env Env, plan *AgentPlan) (FileEdit, error) {
 func (a ClaudeCode) planState(env Env) (FileEdit, error) {
 	cur, err := readCurrent(claudeStatePath(env))
 	if err != nil {
+		return FileEdit{}, err
+	}
+	if err := strictJSON(cur.path, cur.before); err != nil {
 		return FileEdit{}, err
 	}
 	doc, err := parseJSONFile(cur)
@@ -335,4 +346,28 @@ func unwireClaudeState(state current, plan *AgentPlan) error {
 		plan.Notes = append(plan.Notes, fmt.Sprintf("Claude Code: removed the MCP server mcpServers.%s from %s", mcpServerName, state.path))
 	}
 	return nil
+}
+
+// ErrJSONC is wrapped by strictJSON's error: a Claude Code file with comments or trailing
+// commas, which Claude Code does not read.
+var ErrJSONC = errors.New("comments or trailing commas (JSONC), which Claude Code does not accept")
+
+// strictJSON returns nil when b is absent, blank, strict JSON, or not even JSONC (the edit
+// engine's parse error names the line then). For JSONC it returns an error wrapping
+// ErrJSONC that names the file and the line of the first comment or trailing comma, and
+// says what to do.
+func strictJSON(path string, b []byte) error {
+	if len(bytes.TrimSpace(b)) == 0 || json.Valid(b) {
+		return nil
+	}
+	if _, err := hujson.Parse(b); err != nil {
+		return nil
+	}
+	line := 1
+	var se *json.SyntaxError
+	if errors.As(json.Unmarshal(b, new(any)), &se) && se.Offset > 0 {
+		line += bytes.Count(b[:min(int(se.Offset), len(b))], []byte("\n"))
+	}
+	return fmt.Errorf("%s: line %d: %w: Claude Code ignores the whole file, so it cannot be wired: "+
+		"remove the comments and trailing commas, then run 'smarter-compact install --agents claude-code'", path, line, ErrJSONC)
 }

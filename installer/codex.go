@@ -3,8 +3,10 @@ package installer
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -65,8 +67,15 @@ func (a Codex) Plan(env Env) (*AgentPlan, error) {
 	}
 	plan := &AgentPlan{Agent: a.Name()}
 
+	prev := ""
+	if raw, ok := doc.Key("model_provider"); ok {
+		if err := json.Unmarshal(raw, &prev); err != nil {
+			return nil, fmt.Errorf("%s: model_provider is not a string: fix it by hand, then install again", cur.path)
+		}
+	}
+	carry := codexCarryOf(conf, prev)
 	tables := []struct{ header, text string }{
-		{"[model_providers." + codexProvider + "]", codexProviderTable(env)},
+		{"[model_providers." + codexProvider + "]", codexProviderTable(env, carry)},
 		{"[mcp_servers." + mcpServerName + "]", codexMCPTable(env)},
 	}
 	// SetTable refuses a table the user defined inline or with dotted keys. Asked first on
@@ -79,14 +88,13 @@ func (a Codex) Plan(env Env) (*AgentPlan, error) {
 	}
 
 	var ops []Op
-	prev := ""
-	if raw, ok := doc.Key("model_provider"); ok {
-		if err := json.Unmarshal(raw, &prev); err != nil {
-			return nil, fmt.Errorf("%s: model_provider is not a string: fix it by hand, then install again", cur.path)
-		}
-	}
 	if prev != codexProvider {
 		a.chainPrevious(env, plan, conf, prev)
+		if fields := carry.fields(); len(fields) > 0 {
+			plan.Notes = append(plan.Notes, fmt.Sprintf(
+				"Codex: [model_providers.%s] carries provider %q's %s, so Codex sends the same credentials and headers through the proxy to %s",
+				codexProvider, prev, strings.Join(fields, ", "), conf.ModelProviders[prev].BaseURL))
+		}
 		op, err := doc.SetKey("model_provider", jsonString(codexProvider))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cur.path, err)
@@ -126,11 +134,6 @@ func (Codex) chainPrevious(env Env, plan *AgentPlan, conf codexConf, prev string
 		if p.BaseURL != "" && !chain(env, plan, "codex", p.BaseURL, "") {
 			plan.Notes = append(plan.Notes, fmt.Sprintf("Codex: provider %q pointed at this proxy (%s): replaced, not chained", prev, p.BaseURL))
 		}
-		if p.EnvKey != "" {
-			plan.Notes = append(plan.Notes, fmt.Sprintf(
-				"Codex: provider %q read its key from $%s; the smarter-compact provider sends your Codex login instead (requires_openai_auth): if %s needs that key, Codex requests through the proxy will fail until you add env_key = %q to [model_providers.%s]",
-				prev, p.EnvKey, p.BaseURL, p.EnvKey, codexProvider))
-		}
 	case slices.Contains(codexBuiltins, prev):
 		plan.Notes = append(plan.Notes, fmt.Sprintf(
 			"Codex: model_provider was the built-in %q; requests now go through the proxy to its codex upstream (default https://chatgpt.com/backend-api/codex), not to %s: set [upstream] codex in smarter-compact's config.toml if that is wrong", prev, prev))
@@ -153,16 +156,96 @@ type codexProfile struct {
 
 type codexProviderConf struct {
 	BaseURL string `toml:"base_url"`
-	EnvKey  string `toml:"env_key"`
+	codexCarry
 }
 
-// codexProviderTable is our [model_providers.smarter-compact] table.
-func codexProviderTable(env Env) string {
+// codexCarry are the fields of a Codex model provider that say how Codex authenticates and
+// what it adds to every request (issue 15, Deliver 3: chaining keeps the user's credentials
+// and headers). Our provider table carries them over from the provider it replaces, so
+// Codex sends the same Authorization, headers and query parameters to the proxy, which
+// forwards them unchanged to the chained upstream. The key itself stays where it was: in
+// the variable env_key names, read by Codex, never written to a file.
+type codexCarry struct {
+	EnvKey             string            `toml:"env_key"`
+	EnvKeyInstructions string            `toml:"env_key_instructions"`
+	HTTPHeaders        map[string]string `toml:"http_headers"`
+	EnvHTTPHeaders     map[string]string `toml:"env_http_headers"`
+	QueryParams        map[string]string `toml:"query_params"`
+	RequiresOpenAIAuth *bool             `toml:"requires_openai_auth"`
+}
+
+// codexCarryOf is what our provider table carries when model_provider is prev: a custom
+// provider's own fields; on a second install (prev is ours) what our table carries
+// already, so reinstalling keeps them; for the built-in openai provider (or none), and
+// for any other, requires_openai_auth = true, which sends the user's Codex login
+// (ChatGPT or API key) as the built-in provider did.
+func codexCarryOf(conf codexConf, prev string) codexCarry {
+	if p := conf.ModelProviders[prev]; p != nil {
+		return p.codexCarry
+	}
+	yes := true
+	return codexCarry{RequiresOpenAIAuth: &yes}
+}
+
+// fields names the keys c sets other than requires_openai_auth = true alone, for the note.
+func (c codexCarry) fields() []string {
+	var out []string
+	add := func(set bool, key string) {
+		if set {
+			out = append(out, key)
+		}
+	}
+	add(c.EnvKey != "", "env_key")
+	add(c.EnvKeyInstructions != "", "env_key_instructions")
+	add(c.HTTPHeaders != nil, "http_headers")
+	add(c.EnvHTTPHeaders != nil, "env_http_headers")
+	add(c.QueryParams != nil, "query_params")
+	add(c.RequiresOpenAIAuth != nil && len(out) > 0, "requires_openai_auth")
+	return out
+}
+
+// toml is c's keys as lines of a TOML table, in a fixed order; a map is an inline table
+// with its keys sorted.
+func (c codexCarry) toml() string {
+	var b strings.Builder
+	str := func(key, v string) {
+		if v != "" {
+			b.WriteString(key + " = " + TOMLString(v) + "\n")
+		}
+	}
+	inline := func(key string, m map[string]string) {
+		if m == nil {
+			return
+		}
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			kv = append(kv, TOMLString(k)+" = "+TOMLString(m[k]))
+		}
+		if len(kv) == 0 {
+			b.WriteString(key + " = {}\n")
+			return
+		}
+		b.WriteString(key + " = { " + strings.Join(kv, ", ") + " }\n")
+	}
+	str("env_key", c.EnvKey)
+	str("env_key_instructions", c.EnvKeyInstructions)
+	inline("http_headers", c.HTTPHeaders)
+	inline("env_http_headers", c.EnvHTTPHeaders)
+	inline("query_params", c.QueryParams)
+	if c.RequiresOpenAIAuth != nil {
+		b.WriteString("requires_openai_auth = " + strconv.FormatBool(*c.RequiresOpenAIAuth) + "\n")
+	}
+	return b.String()
+}
+
+// codexProviderTable is our [model_providers.smarter-compact] table, with the credential
+// and header fields of carry (codexCarry).
+func codexProviderTable(env Env, carry codexCarry) string {
 	return "[model_providers." + codexProvider + "]\n" +
 		"name = \"Smarter Compact\"\n" +
 		"base_url = " + TOMLString(proxyURL(env, "/codex")) + "\n" +
 		"wire_api = \"responses\"\n" +
-		"requires_openai_auth = true\n" +
+		carry.toml() +
 		"supports_websockets = false\n"
 }
 

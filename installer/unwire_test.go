@@ -123,7 +123,6 @@ func TestUnwireLostState(t *testing.T) {
 			agent: "claude-code",
 			before: map[string]string{
 				".claude/settings.json": `{
-  // mine
   "model": "opus",
   "env": {
     "ANTHROPIC_BASE_URL": "https://gateway.example.com",
@@ -146,7 +145,6 @@ func TestUnwireLostState(t *testing.T) {
 			},
 			after: map[string]*string{
 				".claude/settings.json": str(`{
-  // mine
   "model": "opus",
   "env": {
     "FOO": "bar"

@@ -88,7 +88,7 @@ func TestStoreErrorKeepsTheRewrittenView(t *testing.T) {
 	c.userTurn("hello", output(1, 0))
 	// Another connection holds the write lock past the busy timeout.
 	path := filepath.Join(r.root.Dir(), "sessions", "locked.db")
-	other, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=0")
+	other, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=2000") // waits for the first turn's queued writes
 	must(t, err)
 	defer other.Close()
 	conn, err := other.Conn(t.Context())

@@ -327,7 +327,8 @@ func (p *Proxy) rewriteSafely(tg target, agent string, h http.Header, raw []byte
 
 func (p *Proxy) failOpenFault(sess *session, f *fault) { p.failOpen(sess, f.kind, f.err, f.loc) }
 
-// failOpen prints the one fail-open line (contract: Rows, fail-open) and records a
+// failOpen prints the one fail-open line (contract: Rows, fail-open), counts it in the
+// store's health record (which does not depend on the session database) and records a
 // fail_open event when the session is known. The error text never carries message
 // content: it names a type and a place.
 func (p *Proxy) failOpen(sess *session, kind string, err error, loc string) {
@@ -335,6 +336,11 @@ func (p *Proxy) failOpen(sess *session, kind string, err error, loc string) {
 		loc = "proxy"
 	}
 	p.log.Warn(fmt.Sprintf("smarter-compact: fail-open %s at %s", kind, loc), "err", errorClass(err))
+	sid := ""
+	if sess != nil {
+		sid = sess.sid
+	}
+	p.reportFailOpen(sid, kind, loc, err)
 	if sess == nil {
 		return
 	}

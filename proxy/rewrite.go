@@ -127,6 +127,13 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 			p.clearForce(sid)
 		}
 	}
+	if !dry {
+		after := before
+		if before >= threshold {
+			after = est(plan, block) // the rare path: over the threshold
+		}
+		p.noteThreshold(sid, before, after, threshold, trimmed == 2)
+	}
 
 	v := render(req, msgs, plan, block, p.cfg().StandingInstruction, tg.family)
 	if !dry {
@@ -267,7 +274,7 @@ func resolvePlan(ts *threadState, msgs []*message) cutPlan {
 // event queues e on the session's write queue, after the rows queued before it.
 func (p *Proxy) event(sid string, e store.Event) {
 	failed := func(err error) {
-		p.log.Warn("smarter-compact: writing an event failed", "kind", e.Kind, "err", err.Error())
+		p.storeWarn("smarter-compact: writing an event failed", err, "kind", e.Kind)
 	}
 	db, err := p.root.Session(sid)
 	if err != nil {
@@ -332,9 +339,24 @@ func countMarkers(raw []byte) int {
 }
 
 // storeFault logs a context-store error on the request path: the request goes on with its
-// rewritten view (contract: Rows), and the session database cannot record it, so this line
-// is the only trace.
+// rewritten view (contract: Rows). The store counted it in its health record (shown by the
+// dashboard, status and the tray); the line says what to do the first time a condition is
+// seen (a full disk, a read-only file) and goes to the debug level while it lasts.
 func (p *Proxy) storeFault(err error) {
 	f := newFaultAt(2, "store", err)
-	p.log.Warn("smarter-compact: fail-open "+f.kind+" at "+f.loc, "err", errorClass(err))
+	p.storeWarn("smarter-compact: fail-open "+f.kind+" at "+f.loc, err)
+}
+
+// storeWarn logs msg for a store error: at warning level with what to do when it announces
+// a condition (store.WriteError), at debug level while that condition lasts.
+func (p *Proxy) storeWarn(msg string, err error, args ...any) {
+	args = append(args, "err", errorClass(err))
+	if we := store.AsWriteError(err); we != nil {
+		if !we.Announce {
+			p.log.Debug(msg, append(args, "class", we.Class)...)
+			return
+		}
+		args = append(args, "class", we.Class, "do", we.Hint)
+	}
+	p.log.Warn(msg, args...)
 }

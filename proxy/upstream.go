@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -23,6 +24,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		status, typ = http.StatusGatewayTimeout, "timeout_error"
 	}
 	p.log.Warn("smarter-compact: upstream request failed", "host", r.URL.Host, "err", err.Error())
+	p.upstreamFailure(r, err, status == http.StatusGatewayTimeout)
 	rt, _ := r.Context().Value(routeKey{}).(route)
 	msg := fmt.Sprintf("smarter-compact: upstream %s failed: %v", r.URL.Host, err)
 	if rt.agentKnown && p.cfg().AgentUpstreams[rt.agent][rt.family] != "" {
@@ -69,8 +71,9 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	var body io.ReadCloser = resp.Body
 	if st != nil {
 		st.timer.Reset(st.d)
-		body = &idleReader{ReadCloser: body, st: st}
+		body = &idleReader{ReadCloser: body, st: st, stalled: func() { p.idleFailure(ctx, resp.Request) }}
 	}
+	body = p.upstreamAnswered(resp, body)
 	if res, ok := ctx.Value(tapKey{}).(*rewritten); ok && resp.StatusCode == http.StatusOK {
 		body = newUsageTap(body, res.format, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Encoding"), func(u usage) { p.recordUsage(res, u) })
 	}
@@ -80,12 +83,17 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 
 type idleReader struct {
 	io.ReadCloser
-	st *idleState
+	st      *idleState
+	stalled func() // once, when a read fails after the idle timeout fired (the health record)
+	once    sync.Once
 }
 
 func (r *idleReader) Read(b []byte) (int, error) {
 	n, err := r.ReadCloser.Read(b)
 	r.st.timer.Reset(r.st.d)
+	if err != nil && err != io.EOF && r.stalled != nil {
+		r.once.Do(r.stalled)
+	}
 	return n, err
 }
 

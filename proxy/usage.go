@@ -303,7 +303,7 @@ func (p *Proxy) saveState(s *session) {
 		return
 	}
 	if err := p.root.SaveTrimState(s.sid, s.stateJSON()); err != nil {
-		p.log.Warn("smarter-compact: saving the trim state failed", "session", s.sid, "err", err.Error())
+		p.storeWarn("smarter-compact: saving the trim state failed", err, "session", s.sid)
 		return
 	}
 	s.dirty, s.saved = false, p.now()

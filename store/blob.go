@@ -43,7 +43,7 @@ func (r *Root) WriteBlob(text string) (id string, err error) {
 		return id, nil
 	}
 	if err := writeFileAtomic(path, []byte(text)); err != nil {
-		return "", fmt.Errorf("write blob: %w", err)
+		return "", r.noteWrite("", path, fmt.Errorf("write blob: %w", err))
 	}
 	return id, nil
 }

@@ -40,6 +40,10 @@ type DB struct {
 	queue   *writeQueue  // writes queued by SyncRowsLater and AddEventLater (queue.go)
 	used    atomic.Int64 // unix nanoseconds of the last call, for parking the least recent
 
+	// note reports a write's outcome to the Root's health record and returns the error to
+	// hand back (Root.noteWrite); nil (a DB without a Root) returns it unchanged.
+	note func(error) error
+
 	stDataVersion *sql.Stmt
 	stMaxSeq      *sql.Stmt
 	stTrim        *sql.Stmt

@@ -121,8 +121,9 @@ func (r *Root) SaveTrimState(sid string, b []byte) error {
 	if err := checkSID(sid); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(r.sessionFile(sid, ".trim.json"), b); err != nil {
-		return fmt.Errorf("save trim state: %w", err)
+	path := r.sessionFile(sid, ".trim.json")
+	if err := writeFileAtomic(path, b); err != nil {
+		return r.noteWrite(sid, path, fmt.Errorf("save trim state: %w", err))
 	}
 	return nil
 }

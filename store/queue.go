@@ -133,7 +133,7 @@ func (d *DB) SyncRowsLater(rows []RowWrite, now time.Time, done func(SyncResult,
 		res, err = d.SyncRows(rows, now)
 	})
 	if err != nil && done != nil {
-		done(SyncResult{}, err)
+		done(SyncResult{}, d.noted(err))
 	}
 }
 
@@ -149,7 +149,7 @@ func (d *DB) AddEventLater(e Event, failed func(error)) {
 		}
 	})
 	if err != nil && failed != nil {
-		failed(err)
+		failed(d.noted(err))
 	}
 }
 

@@ -27,6 +27,7 @@ type Root struct {
 	sessions map[string]*sessionEntry
 	closed   bool
 
+	health  *Health    // the store-wide health record (health.go)
 	dash    dashCache  // per-session summaries of the dashboard reads (dashboard.go)
 	readers readerPool // open session readers, reused by OpenReader (readerpool.go)
 	writers writerSet  // the writers holding a connection (writers.go)
@@ -54,7 +55,7 @@ func Open(dir string) (*Root, error) {
 	if err := probeFTS5(); err != nil {
 		return nil, err
 	}
-	return &Root{dir: dir, sessions: make(map[string]*sessionEntry)}, nil
+	return &Root{dir: dir, sessions: make(map[string]*sessionEntry), health: NewHealth(nil)}, nil
 }
 
 // mkdirPrivate creates d (and missing parents) with mode 700, independent of the umask. An
@@ -111,6 +112,7 @@ func (r *Root) Close() error {
 		}
 		e.mu.Unlock()
 	}
+	errs = append(errs, r.health.closeFile()) // last: the writers' final failures are in it
 	return errors.Join(errs...)
 }
 
@@ -153,8 +155,9 @@ func (r *Root) Session(sid string) (*DB, error) {
 	}
 	db, err := openDB(path, &r.writers)
 	if err != nil {
-		return nil, err
+		return nil, r.noteWrite(sid, path, err)
 	}
+	db.note = func(err error) error { return r.noteWrite(sid, path, err) }
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()

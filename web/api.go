@@ -23,9 +23,10 @@ const apiBodyLimit = 4 << 10
 // status shape) and today's totals (UTC) for the tray's status line.
 type apiStatusBody struct {
 	State
-	Last24h      *store.Status `json:"last24h"`
-	Last24hError string        `json:"last24hError,omitempty"`
-	Today        *apiDay       `json:"today"`
+	Last24h      *store.Status        `json:"last24h"`
+	Last24hError string               `json:"last24hError,omitempty"`
+	Today        *apiDay              `json:"today"`
+	Health       store.HealthSnapshot `json:"health"` // the store's health record (health.go)
 }
 
 // apiDay is one day's totals.
@@ -49,7 +50,7 @@ type apiAgentBody struct {
 // apiStatus answers GET /api/status.
 func (s *Server) apiStatus(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	body := apiStatusBody{State: s.control.State()}
+	body := apiStatusBody{State: s.control.State(), Health: s.root.Health().Snapshot()}
 	stamp := s.dataStamp(ctx)
 	if st, err := s.status24(ctx, stamp); err != nil {
 		if ctx.Err() != nil {

@@ -117,6 +117,7 @@ func (s *Server) liveView(ctx context.Context, stamp string) (ui.Live, error) {
 		}
 	}
 	l.Daily = dailyChart(days)
+	l.Health = healthView(s.root.Health().Snapshot(), now)
 	return l, nil
 }
 
@@ -191,12 +192,13 @@ func average(c store.CacheCreation) (avg string, reqs int64) {
 }
 
 // dataStamp hashes what the store's session list knows of every session file (name, newest
-// mtime, size) and the current minute: it changes when a request wrote anything, and once a
+// mtime, size), the current minute and the health record's generation: it changes when a
+// request wrote anything or something failed (a failing store writes no file), and once a
 // minute so the 24 h window slides. Sessions is cached by the store (a stat per file).
 func (s *Server) dataStamp(ctx context.Context) string {
 	list, err := s.root.Sessions(ctx)
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%d|", s.now().Unix()/60)
+	fmt.Fprintf(h, "%d|%d|", s.now().Unix()/60, s.root.Health().Generation())
 	if err != nil {
 		fmt.Fprintf(h, "error %v", err)
 	}

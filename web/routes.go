@@ -82,6 +82,7 @@ func (s *Server) Mount(r chi.Router) {
 		r.Use(securityHeaders, s.refuseBrowsers, s.requireToken)
 		r.Get("/api/status", s.handle(s.apiStatus))
 		r.Head("/api/status", s.handle(s.apiStatus))
+		r.Get("/api/health", s.handle(s.apiHealth))
 		r.Get("/api/agents", s.handle(s.apiAgents))
 		r.Head("/api/agents", s.handle(s.apiAgents))
 		r.Post("/api/agents/{agent}", s.handle(s.apiSetAgent))

@@ -100,6 +100,7 @@ func TestE2EInstall(t *testing.T) {
 
 	r = runBin(t, bin, work, installEnv, append([]string{"install"}, agentsFlag...)...)
 	t.Logf("install:\n%s", r.stdout)
+	installOut := r.stdout
 	for _, a := range []string{"claude-code", "codex", "opencode"} {
 		if !strings.Contains(r.stdout, a+": wired") {
 			t.Errorf("install did not wire %s:\n%s", a, r)
@@ -256,8 +257,15 @@ func TestE2EInstall(t *testing.T) {
 		t.Errorf("~/.claude.json still has our MCP server: %v", servers)
 	}
 	// Every file install created is gone, except smarter-compact's own (its config.toml, the
-	// install diffs and snapshots).
+	// install diffs and snapshots, and the stable copy of the binary the agents ran).
 	ours := filepath.Join(xdg, "smarter-compact") + string(filepath.Separator)
+	stable := filepath.Join(home, ".local", "bin", "smarter-compact")
+	if _, ok := installed[stable]; !ok || !strings.Contains(installOut, "binary: copied "+bin+" to "+stable) {
+		t.Errorf("install did not copy %s to %s:\n%s", bin, stable, installOut)
+	}
+	if !bytes.Contains(settings, []byte(stable)) {
+		t.Errorf("settings.json's hooks do not run the stable copy %s:\n%s", stable, settings)
+	}
 	var kept []string
 	for path := range installed {
 		if _, had := before[path]; had {
@@ -265,6 +273,8 @@ func TestE2EInstall(t *testing.T) {
 		}
 		_, left := after[path]
 		switch {
+		case left && path == stable:
+			kept = append(kept, path)
 		case left && strings.HasPrefix(path, ours):
 			kept = append(kept, strings.TrimPrefix(path, ours))
 		case left:

@@ -8,6 +8,7 @@
 // The menu:
 //
 //	Today: N requests, M trims     (disabled; every refreshEvery and on every state change)
+//	Problem: <what fails>          (disabled; shown only while the health record has one)
 //	-----
 //	Trim Claude Code  [x]          one checkbox per agent: checked = trimming on
 //	Trim Codex        [x]
@@ -30,7 +31,8 @@
 // quits at once.
 //
 // and an icon for the state: active, paused (pause all, or every agent off) and error (a
-// fail-open in the last errorWindow, or a config error); on macOS a black template image
+// problem active in the store's health record, a fail-open in the last errorWindow, or a
+// config error; the tooltip says what fails and what to do); on macOS a black template image
 // of the same shape (assets.TrayIcon.Template). This file is the portable part. The tray
 // library's part is in tray_systray.go (Linux, Windows, macOS with cgo); whether there is a
 // tray host at all is decided per OS before the library starts (host in tray_linux.go,
@@ -153,6 +155,7 @@ type check struct {
 // library code only copies it onto the items.
 type view struct {
 	Status  string
+	Problem string           // the problem line; "" hides it
 	Agents  map[string]check // by agent name, Options.Agents only
 	Pause   check
 	Icon    assets.TrayState
@@ -170,12 +173,16 @@ type storeStats struct {
 	failOpens int64
 	looked    bool
 	statusErr string // the last Status error logged, so a lasting one is logged once
+	// Health is the store's health record (store.Health), read on every refresh: it is in
+	// memory, so reading it costs nothing.
+	Health store.HealthSnapshot
 }
 
 // read refreshes s from root: Daily on every call (cached by the store), Status only
 // when the fail-open count moved. Two days, so a fail-open just before midnight UTC still
 // counts after it.
 func (s *storeStats) read(ctx context.Context, root *store.Root, now time.Time, log *slog.Logger) {
+	s.Health = root.Health().Snapshot()
 	days, err := root.Daily(ctx, now, 2)
 	if err != nil || len(days) == 0 {
 		if err == nil {
@@ -248,9 +255,17 @@ func makeView(st web.State, stats storeStats, now time.Time) view {
 	v.Pause = check{Checked: st.Paused, Tip: "Every agent passes through untouched while paused"}
 	cfgErr := configError(st)
 	recent := !stats.LastError.IsZero() && now.Sub(stats.LastError) < errorWindow
+	problems := stats.Health.ActiveEntries()
+	if len(problems) > 0 {
+		v.Problem = problemLine(problems)
+	}
 	switch {
 	case cfgErr != "":
 		v.Icon, v.Tooltip = assets.TrayError, title+": config error: "+cfgErr
+	case len(problems) > 0:
+		p := problems[0]
+		v.Icon, v.Tooltip = assets.TrayError, fmt.Sprintf("%s: %s (%s at %s). %s", title, web.HealthTitle(p.Kind, p.Key),
+			plural(p.Count, "time"), p.Last.Local().Format("15:04"), p.Hint)
 	case recent:
 		v.Icon, v.Tooltip = assets.TrayError, fmt.Sprintf("%s: a request failed open at %s (see the dashboard)", title, stats.LastError.Local().Format("15:04"))
 	case st.Paused:
@@ -262,6 +277,15 @@ func makeView(st web.State, stats storeStats, now time.Time) view {
 	}
 	v.Tooltip += "\n" + v.Status
 	return v
+}
+
+// problemLine is the menu's problem line: the newest problem and how many more there are.
+func problemLine(problems []store.HealthActive) string {
+	s := "Problem: " + web.HealthTitle(problems[0].Kind, problems[0].Key)
+	if n := len(problems) - 1; n > 0 {
+		s += fmt.Sprintf(" (and %d more)", n)
+	}
+	return s + ": see the dashboard"
 }
 
 // configError returns the state's config error ("" when none), its first line.

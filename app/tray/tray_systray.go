@@ -147,8 +147,8 @@ type tray struct {
 	clicks chan menuItem
 	wg     sync.WaitGroup
 
-	status, pause, dashboard, login, quit *systray.MenuItem
-	agents                                map[string]*systray.MenuItem
+	status, problem, pause, dashboard, login, quit *systray.MenuItem
+	agents                                         map[string]*systray.MenuItem
 	// The confirmation of Quit (tray.go), hidden until Quit is clicked.
 	quitWarn, quitPause, quitSure *systray.MenuItem
 
@@ -169,6 +169,9 @@ type tray struct {
 func (t *tray) build() {
 	t.status = systray.AddMenuItem("Today: …", "Requests and trims today (UTC)")
 	t.status.Disable()
+	t.problem = systray.AddMenuItem("Problem", "What fails now: the dashboard says what to do")
+	t.problem.Disable()
+	t.problem.Hide()
 	systray.AddSeparator()
 	t.agents = map[string]*systray.MenuItem{}
 	for _, agent := range t.o.Agents {
@@ -238,6 +241,10 @@ func (t *tray) run(ctx context.Context) {
 		return
 	}
 	changed := t.app.Changed(ctx)
+	var health <-chan struct{} // a new problem shows at once, not at the next tick
+	if t.o.Root != nil {
+		health = t.o.Root.Health().Changed(ctx)
+	}
 	tick := time.NewTicker(refreshEvery)
 	defer tick.Stop()
 	t.refresh(ctx, true)
@@ -253,6 +260,13 @@ func (t *tray) run(ctx context.Context) {
 				changed = nil
 				continue
 			}
+			t.redraw()
+		case _, ok := <-health:
+			if !ok {
+				health = nil
+				continue
+			}
+			t.stats.Health = t.o.Root.Health().Snapshot()
 			t.redraw()
 		case <-tick.C:
 			if !t.settled {
@@ -320,6 +334,14 @@ func (t *tray) redraw() {
 	old := t.shown
 	if v.Status != old.Status {
 		t.status.SetTitle(v.Status)
+	}
+	if v.Problem != old.Problem {
+		if v.Problem == "" {
+			t.problem.Hide()
+		} else {
+			t.problem.SetTitle(v.Problem)
+			t.problem.Show()
+		}
 	}
 	for agent, it := range t.agents {
 		if c, ok := v.Agents[agent]; ok {

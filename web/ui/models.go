@@ -44,6 +44,7 @@ type Live struct {
 	Service     Service
 	// FirstSteps is what to do next on a dashboard with nothing stored yet; nil otherwise.
 	FirstSteps *FirstSteps
+	Health     Health // health.go
 	// Stale is set when the service runs an older build than the installed binary: the
 	// builds and the command that restarts it.
 	Stale *Stale

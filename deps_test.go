@@ -24,21 +24,23 @@ import (
 // and nothing but main.go and cmd imports app (the composition root); apart from those two,
 // test files may import anything.
 var importRules = map[string][]string{
-	"":                   {"app"},
-	"app":                {"*"},
-	"app/e2e":            {}, // test-only: doc.go imports nothing; its tests may import app
-	"app/tray":           {"assets", "installer", "store", "store/savings", "web"},
-	"cmd":                {"*"},
-	"store":              {},
-	"store/embedding":    {"store"},
-	"store/storetest":    {"store"},
-	"store/savings":      {"store"},
-	"proxy":              {"store"},
-	"proxy/fakeupstream": {"store"},
-	"mcp":                {"store", "store/embedding"},
-	"web":                {"store", "store/savings", "assets"},
-	"installer":          {},
-	"assets":             {},
+	"":                           {"app"},
+	"app":                        {"*"},
+	"app/e2e":                    {}, // test-only: doc.go imports nothing; its tests may import app
+	"app/tray":                   {"assets", "installer", "store", "store/savings", "web"},
+	"cmd":                        {"*"},
+	"store":                      {},
+	"store/embedding":            {"store"},
+	"store/storetest":            {"store"},
+	"store/savings":              {"store"},
+	"proxy":                      {"store"},
+	"proxy/fakeupstream":         {"store"},
+	"proxy/memory":               {},
+	"proxy/memory/fakehindsight": {},
+	"mcp":                        {"store", "store/embedding"},
+	"web":                        {"store", "store/savings", "assets"},
+	"installer":                  {},
+	"assets":                     {},
 }
 
 // thirdPartyRules name the directories (with their trees) whose non-test files may import a

@@ -41,6 +41,7 @@ Commands:
   follow     set agents [agent…] back to following the master switch ([context_proxy] enabled)
   status     a summary: is the service up, which agents trim, what was trimmed in the last 24 h
              [--verbose] [--json]
+  stats      show whether agents use the recall tools: calls per tool and session, after a trim [--json]
   doctor     check the port, the agents' wiring, the store and FTS5, and say what to fix
   mcp        serve the recall tools (smart_compact_*) over stdio, for agents to launch
   hook       called by the agents' hooks (session registration, /smarter-compact)
@@ -154,6 +155,8 @@ func run(ctx context.Context, args []string, sys system) error {
 		return mcpStdio(ctx, rest, sys)
 	case "status":
 		return status(ctx, rest, sys)
+	case "stats":
+		return stats(ctx, rest, sys)
 	case "install":
 		return install(ctx, rest, sys)
 	case "uninstall":

@@ -62,6 +62,8 @@ type Config struct {
 	EmbeddingMaxChars int
 	// Prices are the list prices the savings figures use ([prices], config_prices.go).
 	Prices savings.Prices
+	// Memory is the [memory] table: the recall provider and the banks (config_memory.go).
+	Memory MemoryConfig
 	// Warnings are values that fell back to a default as the seed prescribes
 	// (trim_to_fraction out of range, CONTEXT_TRIM_AT_TOKENS not an integer); serve logs
 	// each once.
@@ -94,6 +96,7 @@ type fileConfig struct {
 		} `toml:"agents"`
 	} `toml:"upstream"`
 	Prices map[string]filePrice `toml:"prices"` // config_prices.go
+	Memory *fileMemory          `toml:"memory"` // config_memory.go
 }
 
 // families returns [upstream]'s keys by API family.
@@ -192,7 +195,7 @@ var allKeys = append([]key{
 	keyStandingInstruction, keyPaused, keyAgentClaudeCode, keyAgentCodex, keyAgentOpenCode, keyMaxChars, keyRecall,
 	keyTTLDays, keyEmbeddingModel, keyEmbeddingURL, keyEmbeddingTimeoutS, keyEmbeddingMaxChars,
 	keyUpstreamAnthropic, keyUpstreamOpenAI, keyUpstreamCodex,
-}, agentUpstreamKeys()...)
+}, append(agentUpstreamKeys(), memoryKeys...)...)
 
 func agentUpstreamKeys() []key {
 	var ks []key
@@ -479,6 +482,7 @@ func (r *resolver) resolve(f *fileConfig) Config {
 
 	c.Agents = r.agents(cp)
 	c.Prices = r.prices(f.Prices)
+	c.Memory = r.memory(f.Memory)
 	c.Warnings = r.warnings
 	return c
 }

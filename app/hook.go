@@ -223,14 +223,26 @@ func registerIfMissing(sys system, reg store.Registration) error {
 	return register(sys, reg)
 }
 
+// register writes reg, with the bank of its working directory when config.toml has a
+// [memory] table (memoryBank). A config that does not load still registers the session,
+// without a bank, and the error is the hook's one line.
 func register(sys system, reg store.Registration) error {
 	root, err := openStore(sys)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	return root.Register(reg) // registered_at: now, UTC
-
+	bank, cfgErr := memoryBank(sys, reg.Cwd)
+	if reg.Bank == "" {
+		reg.Bank = bank
+	}
+	if err := root.Register(reg); err != nil { // registered_at: now, UTC
+		return err
+	}
+	if cfgErr != nil {
+		return fmt.Errorf("registered without a memory bank: %w", cfgErr)
+	}
+	return nil
 }
 
 func setForce(sys system, sid string) error {

@@ -30,6 +30,7 @@ func routes(port int, models, recall http.Handler, dash *web.Server, log *slog.L
 
 func healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set(healthzHeader, version) // a second serve recognises us by it (handOff)
+	w.Header().Set(healthzBuildHeader, proxy.CodeVersion())
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte("ok"))
 }

@@ -20,9 +20,9 @@ import (
 	"github.com/smarter-compact/smarter-compact/app/tray"
 	"github.com/smarter-compact/smarter-compact/mcp"
 	"github.com/smarter-compact/smarter-compact/proxy"
-	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/store/embedding"
+	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -72,6 +72,9 @@ func serve(ctx context.Context, args []string, sys system) error {
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
+	if cfg.Memory.Configured() {
+		log.Info("memory recall on trim: " + cfg.Memory.String()) // never the API key
+	}
 	token, err := ensureToken(sys.configDir)
 	if err != nil {
 		return err
@@ -105,6 +108,9 @@ func serve(ctx context.Context, args []string, sys system) error {
 		log.Warn("health record: " + err.Error() + " (it is kept in memory meanwhile)")
 	}
 	st.storeDir = root.Dir() // before anything reads the state concurrently
+	if exe, err := sys.executable(); err == nil {
+		st.build = newBuildCheck(exe)
+	}
 	var embedder *embedding.Embedder
 	var onRowsStored func(string)
 	if cfg.EmbeddingModel != "" {
@@ -119,7 +125,15 @@ func serve(ctx context.Context, args []string, sys system) error {
 	// The dashboard's install and uninstall read the config serve reads (--config, else
 	// SMARTER_COMPACT_CONFIG, else the default).
 	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log, Wirer: newWirer(st, sys, *configFlag),
-		Prices: func() savings.Prices { return st.config().Prices }})
+		Prices: func() savings.Prices { return st.config().Prices },
+
+		TrimBlocks: func(sid string) []string {
+			b, err := root.LoadTrimState(sid)
+			if err != nil {
+				return nil
+			}
+			return proxy.TrimBlocks(b)
+		}})
 	srv := &http.Server{
 		Handler:           routes(cfg.Port, px, recall.Handler(), dash, log),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -39,6 +39,9 @@ type state struct {
 	portFlag bool // serve --port set port: it wins over the file on every reload
 	storeDir string
 	started  time.Time
+	// build compares the executable on disk with the running build (proxy_stale); nil
+	// outside serve. Set before the state is shared.
+	build *buildCheck
 	// start is the config as resolved at start: the values in effect of the settings that
 	// need a restart.
 	start Config
@@ -141,6 +144,7 @@ func (s *state) attach(px *proxy.Proxy, onRowsStored func(sid string)) {
 func (s *state) proxySettings(c Config) proxy.Settings {
 	ps := c.Proxy
 	ps.OnRowsStored = s.onRowsStored
+	c.recallSettings(&ps)
 	return ps
 }
 
@@ -175,6 +179,7 @@ func (s *state) agentsString() string {
 
 // State returns a copy of the state (web.Control).
 func (s *state) State() web.State {
+	installed, stale := s.build.check() // a stat, outside s.mu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sw := switchesOf(&s.file.ContextProxy, s.getenv)
@@ -194,6 +199,12 @@ func (s *state) State() web.State {
 	}
 	if sw.env != "" {
 		st.EnvLock = keyEnabled.env + "=" + sw.env
+	}
+	if s.build != nil {
+		st.Build, st.InstalledBuild, st.ProxyStale = s.build.running, installed, stale
+		if stale {
+			st.RestartCommand = restartCommand
+		}
 	}
 	for _, agent := range slices.Concat(configuredAgents, []string{agentUnknown}) {
 		on, why := sw.trimming(agent)

@@ -214,7 +214,7 @@ func (s *state) apply(rc resolved) bool {
 			s.log.Warn(w)
 		}
 	}
-	if s.px != nil && !reflect.DeepEqual(cfg.Proxy, s.cur.Proxy) {
+	if s.px != nil && (!reflect.DeepEqual(cfg.Proxy, s.cur.Proxy) || recallChanged(cfg, s.cur)) {
 		s.px.SetSettings(s.proxySettings(cfg))
 	}
 	s.cur, s.file = cfg, rc.file

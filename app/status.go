@@ -15,8 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/smarter-compact/smarter-compact/store/savings"
+	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/savings"
 )
 
 // healthTimeout bounds the GET /healthz that tells whether the service answers.
@@ -35,6 +36,9 @@ type statusReport struct {
 	// Savings is money saved today, this week and per session, agent and model, an
 	// estimate (status_savings.go).
 	Savings savings.Summary `json:"savings"`
+
+	// Memory describes the [memory] table, never its API key (docs/memory.md).
+	Memory string `json:"memory,omitempty"`
 }
 
 // serviceStatus is the answer of GET http://127.0.0.1:<port>/healthz.
@@ -42,6 +46,11 @@ type serviceStatus struct {
 	URL       string `json:"url"`
 	Answering bool   `json:"answering"`
 	Error     string `json:"error,omitempty"`
+	// Build is the running service's build (its healthz header); "" when it does not say,
+	// as services older than the header do.
+	Build string `json:"build,omitempty"`
+	// Restart is the command that restarts a service older than the installed binary.
+	Restart string `json:"restart,omitempty"`
 }
 
 // agentStatus is one agent's trimming switch in the config: on, and where the value comes
@@ -80,6 +89,7 @@ func status(ctx context.Context, args []string, sys system) error {
 		var cfg Config
 		if cfg, err = LoadConfig(path, explicit, sys.getenv); err == nil {
 			rep.Config, port, prices = cfg.Path, cfg.Port, cfg.Prices
+			rep.Memory = "recall on trim: " + cfg.Memory.String()
 			rep.Agents = agentStatuses(cfg, sys.getenv, port)
 		}
 	}
@@ -105,6 +115,9 @@ func status(ctx context.Context, args []string, sys system) error {
 	}
 	if rep.Agents == nil {
 		rep.Agents = []agentStatus{}
+	}
+	if exe, err := sys.executable(); err == nil && rep.Service.Answering {
+		checkStale(&rep, proxy.FileVersion(exe))
 	}
 	if *asJSON {
 		return writeJSON(sys.stdout, rep)
@@ -134,6 +147,9 @@ func writeStatusSummary(w io.Writer, rep *statusReport, verbose bool) {
 		p("Service: running at %s (dashboard: %s/)", rep.Service.URL, rep.Service.URL)
 	default:
 		p("Service: not running at %s: wired agents cannot reach their model API; start it with 'smarter-compact serve' (or at login: 'smarter-compact service install')", rep.Service.URL)
+	}
+	if st := &rep.Status; st.ProxyStale != nil && *st.ProxyStale {
+		p("Upgrade: the service runs an older build than the installed binary; restart it: %s", rep.Service.Restart)
 	}
 	if rep.ConfigError != "" {
 		first, _, _ := strings.Cut(rep.ConfigError, "\n")
@@ -254,7 +270,25 @@ func probeService(ctx context.Context, port int) serviceStatus {
 		return st
 	}
 	st.Answering = true
+	st.Build = resp.Header.Get(healthzBuildHeader)
 	return st
+}
+
+// proxyStaleNote replaces the store's checkout note once status compared builds.
+const proxyStaleNote = "checkout_proxy_version is the installed binary's build (proxy:<first 12 hex of SHA-256 of the executable>); " +
+	"proxy_stale is true when the running service reports another build on /healthz, or none (a release older than that report): restart it then"
+
+// checkStale fills the seed's checkout_proxy_version and proxy_stale from the installed
+// binary's build and the one the answering service reports (issue 17: upgrades in place).
+func checkStale(rep *statusReport, installed string) {
+	if installed == "proxy:dev" {
+		return // the installed binary cannot be read: nothing to compare
+	}
+	stale := rep.Service.Build != installed
+	rep.Status.CheckoutProxyVersion, rep.Status.ProxyStale, rep.Status.Note = &installed, &stale, proxyStaleNote
+	if stale {
+		rep.Service.Restart = restartCommand
+	}
 }
 
 // writeStatus prints the diagnostics of `status --verbose`.
@@ -270,6 +304,9 @@ func writeStatus(w io.Writer, rep *statusReport) {
 	if rep.ConfigError != "" {
 		p("  error: %s", strings.ReplaceAll(rep.ConfigError, "\n", "\n         "))
 	}
+	if rep.Memory != "" {
+		p("Memory: %s", rep.Memory)
+	}
 	if len(rep.Agents) > 0 {
 		p("Agents:")
 		for _, a := range rep.Agents {
@@ -284,6 +321,13 @@ func writeStatus(w io.Writer, rep *statusReport) {
 		p("Service: answering on %s", rep.Service.URL)
 		if rep.Service.Error != "" {
 			p("  but %s", rep.Service.Error)
+		}
+		if st.ProxyStale != nil && *st.ProxyStale {
+			running := rep.Service.Build
+			if running == "" {
+				running = "an older release"
+			}
+			p("  stale: it runs %s, not the installed binary (%s); restart it: %s", running, *st.CheckoutProxyVersion, rep.Service.Restart)
 		}
 	} else {
 		p("Service: not answering on %s (%s); start it with 'smarter-compact serve'", rep.Service.URL, rep.Service.Error)
@@ -338,7 +382,14 @@ func writeStatus(w io.Writer, rep *statusReport) {
 			p("      %-30s %d", k, u.BreakpointLayouts[k])
 		}
 	}
-	p("  Proxy version check: not available, this build has no proxy/ checkout to compare with (see note in --json)")
+	switch {
+	case st.ProxyStale == nil:
+		p("  Proxy version check: the service does not answer, so there is no running build to compare with the installed binary")
+	case *st.ProxyStale:
+		p("  Proxy version check: stale, the service runs an older build than the installed binary; restart it: %s", rep.Service.Restart)
+	default:
+		p("  Proxy version check: the service runs the installed binary (%s)", *st.CheckoutProxyVersion)
+	}
 }
 
 func percent(r *float64) string {

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/savings"
 )
 
 // The savings part of `status` (issue 15, Deliver 1): the plain summary it leads with.

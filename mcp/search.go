@@ -302,6 +302,7 @@ func (s *Server) search(ctx context.Context, req mcpgo.CallToolRequest, rec *cal
 	if err != nil {
 		return nil, err
 	}
+	rec.SessionIDs = res.sids
 	out := searchResponse{
 		Results:          []searchHit{},
 		Mode:             "lexical",
@@ -349,6 +350,7 @@ func (s *Server) search(ctx context.Context, req mcpgo.CallToolRequest, rec *cal
 	rec.Mode = out.Mode
 	rec.Hits, rec.TotalMatches, rec.LineMatches = intp(len(out.Results)), intp(out.TotalMatches), intp(out.LineMatches)
 	rec.Sessions, rec.TimedOut = intp(len(out.SessionsSearched)), out.TimedOut
+	rec.SessionIDs = out.SessionsSearched
 	return jsonResult(out)
 }
 

@@ -67,6 +67,7 @@ func (s *Server) sql(ctx context.Context, req mcpgo.CallToolRequest, rec *callRe
 		return nil, toolErrorf("sql refused: %v", err)
 	}
 	newest := res.sids[0]
+	rec.SessionIDs = []string{newest}
 	note := res.note
 	if len(res.sids) > 1 {
 		more := fmt.Sprintf("ran on the newest of %d matching sessions, %s; the others are %s (pass one as session_id to query it)",

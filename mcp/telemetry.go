@@ -11,7 +11,9 @@ import (
 )
 
 // telemetryFile is the append-only log of tool calls next to sessions/ (contract: Location,
-// Events): one JSON line per call with counts only, never a query, pattern, statement or id.
+// Events): one JSON line per call with counts and the ids of the sessions it read (so
+// `smarter-compact stats` can tell calls after a trim), never a query, pattern, statement
+// or blob id.
 const telemetryFile = "tool-calls.jsonl"
 
 // callRecord is one tool-calls.jsonl line. Each tool sets its own counts; the others stay out
@@ -20,6 +22,8 @@ type callRecord struct {
 	At    string `json:"at"`
 	Tool  string `json:"tool"`
 	Error bool   `json:"error,omitempty"` // the call returned isError or failed
+	// SessionIDs are the sessions the call read (search, sql), once resolved.
+	SessionIDs []string `json:"session_ids,omitempty"`
 
 	// smart_compact_search
 	Mode         string `json:"mode,omitempty"`

@@ -99,6 +99,9 @@ func normalizedSettings(s Settings) Settings {
 	if s.IdleTimeout <= 0 {
 		s.IdleTimeout = 10 * time.Minute
 	}
+	if s.RecallTimeout <= 0 {
+		s.RecallTimeout = 5 * time.Second
+	}
 	return s
 }
 
@@ -134,7 +137,21 @@ func hashExecutable() string {
 	if err != nil {
 		return "dev"
 	}
-	f, err := os.Open(exe)
+	return hashFile(exe)
+}
+
+// CodeVersion is the running build as the events' version column names it (contract:
+// Events): "proxy:" and the first 12 hex of SHA-256 of the executable as it was when first
+// asked; New asks, so a service reports the build it started from.
+func CodeVersion() string { return "proxy:" + codeVersion() }
+
+// FileVersion is CodeVersion of the executable file at path as it is now ("proxy:dev" when
+// it cannot be read): an upgrade in place makes it differ from a running service's
+// CodeVersion (the seed's proxy_stale).
+func FileVersion(path string) string { return "proxy:" + hashFile(path) }
+
+func hashFile(path string) string {
+	f, err := os.Open(path)
 	if err != nil {
 		return "dev"
 	}

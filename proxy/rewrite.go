@@ -100,6 +100,9 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 		*out = sess
 	}
 	p.noteSource(sess, source, agent)
+	if !dry {
+		p.registerFirstSeen(sess, agent, body)
+	}
 	p.settleStores(sess)
 
 	msgs, thread, err := p.buildMessages(sess, req)
@@ -195,6 +198,9 @@ func (p *Proxy) newCut(sess *session, sid string, ts *threadState, req *request,
 	}
 	dropped := next.dropped(msgs)
 	plan, block := next, PointerText(sid, dropped)
+	// Recall is asked once per cut and stored with it, so later requests repeat the
+	// block byte for byte (contract: Proxy-inserted text).
+	block += p.recallNote(sid, func() (string, error) { return p.cutText(sid, msgs[plan.cut]) })
 	*ts = threadState{Cut: msgs[plan.cut].key, KeepHead: plan.keepHead, Dropped: dropped, Block: block, Sample: ts.Sample, Untrimmed: ts.Untrimmed}
 	if plan.gap > plan.cutEnd+1 && plan.gap < len(msgs) {
 		ts.Gap = msgs[plan.gap].key
@@ -217,7 +223,8 @@ func (p *Proxy) newCut(sess *session, sid string, ts *threadState, req *request,
 	}
 	p.event(sid, store.Event{At: now, Kind: "trim", Version: p.version,
 		TokensBefore: i64(before), TokensAfter: i64(after), Dropped: i64(dropped)})
-	p.log.Info("trim", "session", sid, "tokens_before", before, "tokens_after", after, "dropped", dropped, "forced", force)
+	p.log.Info("trim", "session", sid, "tokens_before", before, "tokens_after", after, "dropped", dropped, "forced", force,
+		"recall", len(block) > len(PointerText(sid, dropped)))
 	return plan, block, true
 }
 

@@ -27,6 +27,9 @@ type session struct {
 	// cacheBytes is what threads and last cost, as cacheCost counts it; written with mu
 	// held, read by other sessions' recount without it.
 	cacheBytes atomic.Int64
+	// regChecked: the registration was looked for; registered: it exists or the proxy wrote
+	// it (registerFirstSeen).
+	regChecked, registered bool
 }
 
 // cacheBudget bounds the fast path's caches of all sessions together, in cacheCost bytes

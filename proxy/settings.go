@@ -39,6 +39,21 @@ type Settings struct {
 	// rows (the embedder's queue, contract: Vectors). It runs on the request path and must
 	// not block.
 	OnRowsStored func(sid string)
+
+	// Recall is the memory provider asked once per new cut of a session whose registration
+	// names a bank (seed 001, context proxy step 4; contract: Proxy-inserted text); nil
+	// means no recall: the pointer goes alone, as without a [memory] table.
+	Recall Recaller
+	// RecallMaxChars caps the recall block, frame included, in code points (contract:
+	// max_chars; default 12000). A cap below the frame leaves the block out.
+	RecallMaxChars int
+	// RecallTimeout bounds the provider's answers on the cutting request (default 5 s):
+	// past it the pointer goes alone.
+	RecallTimeout time.Duration
+	// BankFor returns the bank of a working directory ([memory] bank, [memory.banks]); when
+	// set, a session without a registration is registered with it once a request names
+	// its working directory. Nil registers nothing. It must not block.
+	BankFor func(cwd string) string
 }
 
 // DefaultSettings returns the seed defaults.
@@ -55,6 +70,8 @@ func DefaultSettings() Settings {
 		},
 		ConnectTimeout: 10 * time.Second,
 		IdleTimeout:    10 * time.Minute,
+		RecallMaxChars: 12000,
+		RecallTimeout:  5 * time.Second,
 	}
 }
 

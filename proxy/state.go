@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -95,4 +96,25 @@ func thresholdFor(configured int, model string) int {
 		return 95000
 	}
 	return 120000
+}
+
+// TrimBlocks returns the text each thread's cut carries after its pointer in a session's
+// trim state b (sessions/<sid>.trim.json, whose shape only the proxy knows): the recall
+// block and the pending-ingest line (contract: Proxy-inserted text), one entry per thread
+// whose cut carries more than the pointer, in thread order. The dashboard's session page
+// shows them; a damaged file gives none.
+func TrimBlocks(b []byte) []string {
+	st := decodeTrimState(b)
+	roots := make([]string, 0, len(st.Threads))
+	for root := range st.Threads {
+		roots = append(roots, root)
+	}
+	slices.Sort(roots)
+	var out []string
+	for _, root := range roots {
+		if _, rest, ok := strings.Cut(st.Threads[root].Block, "\n"); ok && rest != "" {
+			out = append(out, rest)
+		}
+	}
+	return out
 }

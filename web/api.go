@@ -8,8 +8,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/savings"
 )
 
 // The JSON control API under /api (DESIGN.md §5; issue 6, Deliver 5): the tray and the CLI

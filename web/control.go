@@ -73,6 +73,13 @@ type State struct {
 	// ConfigError is why the last hand edit of config.toml did not load ("" when it did):
 	// the service keeps the state it had before that edit until the file is fixed.
 	ConfigError string `json:"configError,omitempty"`
+	// ProxyStale is set when the executable on disk is another build than the one this
+	// service runs (an upgrade in place; the seed's proxy_stale): Build is the running
+	// build, InstalledBuild the file's (proxy:<12 hex>), RestartCommand what restarts it.
+	ProxyStale     bool   `json:"proxy_stale"`
+	Build          string `json:"build,omitempty"`
+	InstalledBuild string `json:"installedBuild,omitempty"`
+	RestartCommand string `json:"restartCommand,omitempty"`
 	// Revision grows by one on every change; clients compare it to know whether to redraw.
 	Revision uint64 `json:"revision"`
 }

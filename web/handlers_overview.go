@@ -89,6 +89,9 @@ func (s *Server) liveView(ctx context.Context, stamp string) (ui.Live, error) {
 	if st.StartedAt.IsZero() {
 		l.Service.Uptime = "–"
 	}
+	if st.ProxyStale {
+		l.Stale = &ui.Stale{Running: st.Build, Installed: st.InstalledBuild, Restart: st.RestartCommand}
+	}
 	for _, a := range st.Agents {
 		l.Agents = append(l.Agents, ui.Agent{
 			Agent: a.Agent, Mode: string(a.Mode), Settable: a.Agent != agentUnknown,

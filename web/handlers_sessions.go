@@ -284,6 +284,9 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 		p.UsageNote = strings.TrimSpace(fmt.Sprintf("The chart covers the newest %d events. %s", eventsLimit, p.UsageNote))
 	}
 
+	if s.trimBlocks != nil {
+		p.Recall = s.trimBlocks(sid)
+	}
 	p.Facts = []ui.Fact{{Label: "Rows", Value: ui.Commas(total)}}
 	if list, err := s.root.Sessions(ctx); err == nil {
 		for _, si := range list {

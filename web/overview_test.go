@@ -169,6 +169,16 @@ func TestOverviewBanners(t *testing.T) {
 	if !strings.Contains(text(one(t, d, "config-error")), "trim_at_tokens must be an integer") {
 		t.Error("config error not shown")
 	}
+	if d.Find(testID("proxy-stale")).Length() != 0 {
+		t.Error("proxy_stale banner without a stale build")
+	}
+	h.ctl.st.ProxyStale, h.ctl.st.Build, h.ctl.st.InstalledBuild, h.ctl.st.RestartCommand = true, "proxy:aaaaaaaaaaaa", "proxy:bbbbbbbbbbbb", "smarter-compact service stop && smarter-compact service start"
+	h.ctl.recompute()
+	d = doc(t, h.get("/"), http.StatusOK)
+	if got := text(one(t, d, "proxy-stale")); !strings.Contains(got, "proxy:aaaaaaaaaaaa") || !strings.Contains(got, "proxy:bbbbbbbbbbbb") ||
+		!strings.Contains(got, "smarter-compact service stop && smarter-compact service start") {
+		t.Errorf("proxy_stale banner %q", got)
+	}
 	if got := text(one(t, d, "agent-trimming-claude-code")); got != "off" {
 		t.Errorf("paused claude-code trimming %q, want off", got)
 	}

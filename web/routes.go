@@ -63,6 +63,7 @@ func (s *Server) Mount(r chi.Router) {
 			get("/ui/sessions/{sid}", s.handle(s.session))
 			get("/ui/blobs/{id}", s.handle(s.blob))
 			get("/ui/search", s.handle(s.search))
+			get("/ui/stats", s.handle(s.recallStats))
 			get("/ui/settings", s.handle(s.settings))
 			get("/ui/wire", s.handle(s.wire))
 			get("/ui/static/*", s.serveStatic)

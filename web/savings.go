@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/web/ui"
 )
 

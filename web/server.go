@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/assets"
-	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/savings"
 )
 
 // Options is what the dashboard needs from app.
@@ -32,6 +32,10 @@ type Options struct {
 	// Prices returns the current price table of the savings figures; nil (or a nil table):
 	// the built-in list prices.
 	Prices func() savings.Prices
+	// TrimBlocks returns what a session's cuts carry after the pointer (the recall block and
+	// the pending-ingest line; the proxy owns the trim state's shape), for the session page;
+	// nil shows none.
+	TrimBlocks func(sid string) []string
 }
 
 // Server serves the dashboard (/ and /ui/…) and the JSON control API (/api/…) on the one
@@ -44,6 +48,8 @@ type Server struct {
 	log     *slog.Logger
 	now     func() time.Time
 	prices  func() savings.Prices
+
+	trimBlocks func(sid string) []string // Options.TrimBlocks
 
 	csrf   string // per-process random token the forms and htmx carry
 	cop    *http.CrossOriginProtection
@@ -90,6 +96,7 @@ func New(o Options) *Server {
 
 		blobReads: make(chan struct{}, blobReaders),
 	}
+	s.trimBlocks = o.TrimBlocks
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -225,6 +225,24 @@ func TestE2EClaudeCodeRecalls(t *testing.T) {
 		t.Errorf("tool-calls.jsonl records %d successful searches, want 1:\n%s", searches, calls)
 	}
 
+	// `smarter-compact stats` tells the same story: the search, after the session's trim,
+	// and the one trimmed session searched (issue 17).
+	sr := runBin(t, bin, work, []string{"HOME=" + home, "SMARTER_COMPACT_STATE_DIR=" + srv.stateDir}, "stats", "--json")
+	var st store.Stats
+	if sr.err != nil || json.Unmarshal([]byte(sr.stdout), &st) != nil {
+		t.Fatalf("stats --json:\n%s", sr)
+	}
+	var ss *store.SessionStats
+	for i := range st.Sessions {
+		if st.Sessions[i].SessionID == sid {
+			ss = &st.Sessions[i]
+		}
+	}
+	if st.Tools["smart_compact_search"] < 1 || ss == nil || ss.Tools["smart_compact_search"] < 1 || ss.AfterTrim < 1 || !ss.Searched ||
+		st.SearchedShare == nil || *st.SearchedShare != 1 {
+		t.Errorf("stats --json: want the search of session %s after its trim:\n%s", sid, sr.stdout)
+	}
+
 	t.Logf("session %s: %d claude runs in %s (%s), %d requests", sid, len(runs), took.Round(time.Millisecond), runTimes(runs), len(recs))
 	t.Logf("turn 4: request %d (question, %d messages dropped) -> ToolSearch; request %d -> %s; request %d carries the result (%d bytes upstream, %d from Claude Code, %s there %d times, in the result %d times)",
 		askAt+1, ptrDropped(ask, sid), searchAt+1, recallSearchTool, resultAt+1, len(recs[resultAt].Body), len(sent[seq-1].body),

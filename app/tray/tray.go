@@ -55,8 +55,8 @@ import (
 	"github.com/cli/browser"
 
 	"github.com/smarter-compact/smarter-compact/assets"
-	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 

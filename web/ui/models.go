@@ -46,6 +46,14 @@ type Live struct {
 	FirstSteps *FirstSteps
 	Health     Health  // health.go
 	Savings    Savings // savings.go
+	// Stale is set when the service runs an older build than the installed binary: the
+	// builds and the command that restarts it.
+	Stale *Stale
+}
+
+// Stale is the proxy_stale banner: the running and the installed build, and the restart.
+type Stale struct {
+	Running, Installed, Restart string
 }
 
 // Agent is one agent's row of switches.
@@ -216,6 +224,9 @@ type SessionPage struct {
 	FirstHref   string
 	EventsError string
 	Problem     string // the rows could not be read (the database is damaged, newer, locked)
+	// Recall is what the session's cuts carry after the pointer: the framed recall and
+	// the pending-ingest line, one entry per thread (issue 17).
+	Recall []string
 }
 
 // Fact is one label: value pair of a summary list.

@@ -1,0 +1,134 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/smarter-compact/smarter-compact/store"
+)
+
+// stats is the `stats [--json]` command (the seed's `context stats`; issue 17): the recall
+// tools' calls from tool-calls.jsonl per tool and session, how many came after a trim, the
+// share of trimmed sessions whose agent searched, and the message and blob inventory. It
+// reads the store only; the service need not run.
+func stats(ctx context.Context, args []string, sys system) error {
+	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON (tools keyed by tool name, per session and overall)")
+	if err := parseFlags(fs, args, sys.stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("stats: unexpected argument %q", fs.Arg(0))}
+	}
+	root, err := openStore(sys)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	st, err := root.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(sys.stdout, st)
+	}
+	writeStats(sys.stdout, &st)
+	return nil
+}
+
+// statsTools are the recall tools in display order; any other name in tool-calls.jsonl
+// follows them, sorted.
+var statsTools = []string{"smart_compact_search", "smart_compact_sql", "smart_compact_get", "context_status"}
+
+// hitWord names what a tool's hits are.
+func hitWord(tool string) string {
+	switch tool {
+	case "smart_compact_sql":
+		return "rows"
+	case "smart_compact_get":
+		return "pages"
+	}
+	return "hits"
+}
+
+func toolOrder(m map[string]int) []string {
+	var out []string
+	for _, t := range statsTools {
+		if _, ok := m[t]; ok {
+			out = append(out, t)
+		}
+	}
+	var rest []string
+	for t := range m {
+		if !slices.Contains(statsTools, t) {
+			rest = append(rest, t)
+		}
+	}
+	slices.Sort(rest)
+	return append(out, rest...)
+}
+
+// counted is n and its noun: "1 call", "2 calls".
+func counted(n int, one, many string) string { return fmt.Sprintf("%d %s", n, plural(n, one, many)) }
+
+// writeStats prints the human summary: overall first, then one block per session.
+func writeStats(w io.Writer, st *store.Stats) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
+	p("Recall tools: %s, %d after a trim, %s", counted(st.Calls, "call", "calls"), st.AfterTrim, counted(st.Errors, "error", "errors"))
+	for _, t := range toolOrder(st.Tools) {
+		p("  %-22s %s, %d %s", t, counted(st.Tools[t], "call", "calls"), st.Hits[t], hitWord(t))
+	}
+	share := "no trimmed sessions yet"
+	if st.SearchedShare != nil {
+		share = fmt.Sprintf("%d of %d searched after a trim (%.0f%%)", st.Searched, st.TrimmedSessions, *st.SearchedShare*100)
+	}
+	p("Trimmed sessions: %s", share)
+	p("Messages: %d stored, %d in context, %d trimmed", st.Messages.Total, st.Messages.InContext, st.Messages.Trimmed)
+	p("Blobs: %s, %d bytes", counted(st.Blobs.Count, "file", "files"), st.Blobs.Bytes)
+	if st.BadLines > 0 {
+		p("(%s of tool-calls.jsonl could not be read)", counted(st.BadLines, "line", "lines"))
+	}
+	if len(st.Sessions) == 0 {
+		return
+	}
+	p("")
+	p("Sessions, newest first:")
+	for _, s := range st.Sessions {
+		agent := s.Agent
+		if agent == "" {
+			agent = "unknown agent"
+		}
+		trims := "no trims"
+		if s.Trims > 0 {
+			trims = fmt.Sprintf("%s, the first at %s", counted(int(s.Trims), "trim", "trims"), s.FirstTrim)
+		}
+		p("  %s (%s): %s", s.SessionID, agent, trims)
+		if s.Problem != "" {
+			p("    cannot read: %s", s.Problem)
+		}
+		var tools []string
+		for _, t := range toolOrder(s.Tools) {
+			tools = append(tools, fmt.Sprintf("%s %d (%d %s)", t, s.Tools[t], s.Hits[t], hitWord(t)))
+		}
+		if len(tools) == 0 {
+			tools = []string{"none"}
+		}
+		searched := ""
+		if s.Trims > 0 {
+			searched = "; searched after a trim: no"
+			if s.Searched {
+				searched = "; searched after a trim: yes"
+			}
+		}
+		p("    tools: %s; %d after a trim%s", strings.Join(tools, ", "), s.AfterTrim, searched)
+		p("    messages: %d stored, %d in context, %d trimmed; blobs: %d", s.Messages.Total, s.Messages.InContext, s.Messages.Trimmed, s.Blobs.Count)
+	}
+}

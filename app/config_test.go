@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,18 +34,21 @@ func load(t *testing.T, text string, e env) (Config, error) {
 }
 
 func wantDefaults() Config {
+	px := proxy.DefaultSettings()
+	px.IdleTimeout = defaultUpstreamIdleTimeoutS * time.Second
 	return Config{
 		Port: 4100,
 		Agents: map[string]bool{
 			"claude-code": true, "codex": true, "opencode": true, "unknown": true,
 		},
-		Proxy:              proxy.DefaultSettings(),
+		Proxy:              px,
 		CompactionMaxChars: 12000,
 		CompactionRecall:   true,
 		TTLDays:            30,
 		EmbeddingURL:       "http://127.0.0.1:11434/v1",
 		EmbeddingTimeout:   30 * time.Second,
 		EmbeddingMaxChars:  4000,
+		BodyReadTimeout:    defaultBodyReadTimeoutS * time.Second,
 	}
 }
 
@@ -422,6 +426,10 @@ func TestConfigKeysMatchFile(t *testing.T) {
 	walk = func(prefix string, typ reflect.Type) {
 		for i := range typ.NumField() {
 			f := typ.Field(i)
+			if f.Anonymous { // fileTimeouts: its keys are the outer table's
+				walk(prefix, f.Type)
+				continue
+			}
 			name := prefix + f.Tag.Get("toml")
 			if f.Type.Kind() == reflect.Struct {
 				walk(name+".", f.Type)
@@ -438,6 +446,8 @@ func TestConfigKeysMatchFile(t *testing.T) {
 			t.Errorf("lookupKey does not find %s", k)
 		}
 	}
+	slices.Sort(leaves)
+	slices.Sort(keys)
 	if !reflect.DeepEqual(leaves, keys) {
 		t.Fatalf("fileConfig leaves and allKeys differ:\nleaves %v\nkeys   %v", leaves, keys)
 	}

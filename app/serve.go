@@ -113,7 +113,7 @@ func serve(ctx context.Context, args []string, sys system) error {
 	recall := mcp.New(root, mcpOptions(cfg, sys))
 	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log})
 	srv := &http.Server{
-		Handler:           routes(cfg.Port, px, recall.Handler(), dash, log),
+		Handler:           bodyDeadline(cfg.BodyReadTimeout, routes(cfg.Port, px, recall.Handler(), dash, log)),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -108,7 +107,7 @@ func status(ctx context.Context, args []string, sys system) error {
 func agentStatuses(cfg Config, getenv func(string) string, port int) []agentStatus {
 	var f fileConfig
 	if cfg.Path != "" {
-		if b, err := os.ReadFile(cfg.Path); err == nil {
+		if b, err := readConfigFile(cfg.Path); err == nil {
 			_ = decodeFile(cfg.Path, b, &f) // LoadConfig already decoded it without error
 		}
 	}

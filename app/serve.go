@@ -110,7 +110,9 @@ func serve(ctx context.Context, args []string, sys system) error {
 	px := proxy.New(cfg.Proxy, st, root, log)
 	defer px.Close()            // after the server drained, before root.Close
 	st.attach(px, onRowsStored) // adds the embedder's hook before anything is served
-	recall := mcp.New(root, mcpOptions(cfg, sys))
+	recallOpts := mcpOptions(cfg, sys)
+	recallOpts.Workspace, recallOpts.WorkspaceFromRoots = "", true // the caller's roots, not our cwd
+	recall := mcp.New(root, recallOpts)
 	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log})
 	srv := &http.Server{
 		Handler:           bodyDeadline(cfg.BodyReadTimeout, routes(cfg.Port, px, recall.Handler(), dash, log)),

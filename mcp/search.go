@@ -289,7 +289,7 @@ type skippedSession struct {
 
 func (s *Server) handleSearch(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 	rec := callRecord{Tool: ToolSearch}
-	res, err := s.search(ctx, req, &rec)
+	res, err := s.search(withInput(ctx, req), req, &rec)
 	return s.finish(rec, res, err)
 }
 
@@ -298,7 +298,7 @@ func (s *Server) search(ctx context.Context, req mcpgo.CallToolRequest, rec *cal
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.resolve(sr.sessionID, sr.sessionGiven)
+	res, err := s.resolve(ctx, sr.sessionID, sr.sessionGiven)
 	if err != nil {
 		return nil, err
 	}

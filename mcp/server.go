@@ -66,6 +66,7 @@ type Server struct {
 	embed        *embedding.Client
 	embedModel   string
 	embedTimeout time.Duration
+	queryBudget  time.Duration // searchSessions; queryBudget unless a test shortens it
 
 	httpOnce sync.Once
 	http     http.Handler
@@ -78,6 +79,7 @@ type Server struct {
 func New(root *store.Root, opts Options) *Server {
 	s := &Server{root: root, workspace: opts.Workspace, fromRoots: opts.WorkspaceFromRoots, now: opts.Now, log: opts.Log,
 		embed: opts.Embedding, embedModel: opts.EmbeddingModel, embedTimeout: opts.EmbeddingTimeout}
+	s.queryBudget = queryBudget
 	if s.embedTimeout <= 0 {
 		s.embedTimeout = embedding.DefaultTimeout
 	}

@@ -78,10 +78,15 @@ func TestServeSlowBodyIsCut(t *testing.T) {
 // 10 minutes.
 func TestServeSilentUpstreamTimesOut(t *testing.T) {
 	t.Parallel()
+	release := make(chan struct{})
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		<-r.Context().Done()
+		select { // silent until the proxy gives up (or the test ends: Close waits for handlers)
+		case <-r.Context().Done():
+		case <-release:
+		}
 	}))
 	defer upstream.Close()
+	defer close(release)
 	base, _ := timeoutServe(t, upstream.URL)
 	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
 	defer cancel()

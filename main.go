@@ -32,7 +32,10 @@ func main() {
 		debug.SetGCPercent(gcPercent)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go app.EndAfterSignal(ctx, stop, done, app.SignalGrace(), os.Exit, os.Stderr)
 	err := app.MainThread(ctx, os.Args[1:])
+	close(done)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "smarter-compact:", err)

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"math"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -64,6 +63,9 @@ type Config struct {
 	Prices savings.Prices
 	// Memory is the [memory] table: the recall provider and the banks (config_memory.go).
 	Memory MemoryConfig
+	// BodyReadTimeout bounds the arrival of a request body ([context_proxy]
+	// body_read_timeout_s, config_timeouts.go).
+	BodyReadTimeout time.Duration
 	// Warnings are values that fell back to a default as the seed prescribes
 	// (trim_to_fraction out of range, CONTEXT_TRIM_AT_TOKENS not an integer); serve logs
 	// each once.
@@ -137,6 +139,7 @@ type fileContextProxy struct {
 		Codex      *bool `toml:"codex"`
 		OpenCode   *bool `toml:"opencode"`
 	} `toml:"agents"`
+	fileTimeouts // body_read_timeout_s, upstream_idle_timeout_s (config_timeouts.go)
 }
 
 // key is one config.toml key with its environment override and the values it accepts.
@@ -195,7 +198,7 @@ var allKeys = append([]key{
 	keyStandingInstruction, keyPaused, keyAgentClaudeCode, keyAgentCodex, keyAgentOpenCode, keyMaxChars, keyRecall,
 	keyTTLDays, keyEmbeddingModel, keyEmbeddingURL, keyEmbeddingTimeoutS, keyEmbeddingMaxChars,
 	keyUpstreamAnthropic, keyUpstreamOpenAI, keyUpstreamCodex,
-}, append(agentUpstreamKeys(), memoryKeys...)...)
+}, append(agentUpstreamKeys(), append(memoryKeys, timeoutKeys...)...)...)
 
 func agentUpstreamKeys() []key {
 	var ks []key
@@ -252,7 +255,7 @@ func loadConfig(path string, explicit bool, getenv func(string) string) (resolve
 // loadConfigText is loadConfig that also returns the bytes it resolved (nil: no file), so a
 // caller can remember what it loaded without reading the file again.
 func loadConfigText(path string, explicit bool, getenv func(string) string) (resolved, []byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := readConfigFile(path)
 	switch {
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist) && !explicit:
@@ -479,6 +482,7 @@ func (r *resolver) resolve(f *fileConfig) Config {
 	up["codex"] = r.urlKey(keyUpstreamCodex, f.Upstream.Codex, up["codex"])
 	s.AgentUpstreams = r.agentUpstreams(f)
 	c.Proxy = s
+	r.timeouts(&cp.fileTimeouts, &c)
 
 	c.Agents = r.agents(cp)
 	c.Prices = r.prices(f.Prices)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,12 +35,14 @@ func load(t *testing.T, text string, e env) (Config, error) {
 }
 
 func wantDefaults() Config {
+	px := proxy.DefaultSettings()
+	px.IdleTimeout = defaultUpstreamIdleTimeoutS * time.Second
 	return Config{
 		Port: 4100,
 		Agents: map[string]bool{
 			"claude-code": true, "codex": true, "opencode": true, "unknown": true,
 		},
-		Proxy:              proxy.DefaultSettings(),
+		Proxy:              px,
 		CompactionMaxChars: 12000,
 		CompactionRecall:   true,
 		TTLDays:            30,
@@ -47,6 +50,7 @@ func wantDefaults() Config {
 		EmbeddingTimeout:   30 * time.Second,
 		EmbeddingMaxChars:  4000,
 		Prices:             savings.DefaultPrices(),
+		BodyReadTimeout:    defaultBodyReadTimeoutS * time.Second,
 	}
 }
 
@@ -424,6 +428,10 @@ func TestConfigKeysMatchFile(t *testing.T) {
 	walk = func(prefix string, typ reflect.Type) {
 		for i := range typ.NumField() {
 			f := typ.Field(i)
+			if f.Anonymous { // fileTimeouts: its keys are the outer table's
+				walk(prefix, f.Type)
+				continue
+			}
 			name := prefix + f.Tag.Get("toml")
 			ft := f.Type
 			if ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct {
@@ -447,6 +455,8 @@ func TestConfigKeysMatchFile(t *testing.T) {
 			t.Errorf("lookupKey does not find %s", k)
 		}
 	}
+	slices.Sort(leaves)
+	slices.Sort(keys)
 	if !reflect.DeepEqual(leaves, keys) {
 		t.Fatalf("fileConfig leaves and allKeys differ:\nleaves %v\nkeys   %v", leaves, keys)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"syscall"
 
 	"github.com/smarter-compact/smarter-compact/installer"
@@ -41,9 +40,10 @@ func setConfigKeys(b []byte, section string, keys []configKey) ([]byte, error) {
 	return d.Bytes(), nil
 }
 
-// readConfigText returns config.toml's bytes, nil when it does not exist.
+// readConfigText returns config.toml's bytes, nil when it does not exist; a file that is
+// not regular or too large is an error (readConfigFile).
 func readConfigText(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := readConfigFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -121,12 +121,13 @@ func serve(ctx context.Context, args []string, sys system) error {
 	px := proxy.New(cfg.Proxy, st, root, log)
 	defer px.Close()            // after the server drained, before root.Close
 	st.attach(px, onRowsStored) // adds the embedder's hook before anything is served
-	recall := mcp.New(root, mcpOptions(cfg, sys))
+	recallOpts := mcpOptions(cfg, sys)
+	recallOpts.Workspace, recallOpts.WorkspaceFromRoots = "", true // the caller's roots, not our cwd
+	recall := mcp.New(root, recallOpts)
 	// The dashboard's install and uninstall read the config serve reads (--config, else
 	// SMARTER_COMPACT_CONFIG, else the default).
 	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log, Wirer: newWirer(st, sys, *configFlag),
 		Prices: func() savings.Prices { return st.config().Prices },
-
 		TrimBlocks: func(sid string) []string {
 			b, err := root.LoadTrimState(sid)
 			if err != nil {
@@ -135,7 +136,7 @@ func serve(ctx context.Context, args []string, sys system) error {
 			return proxy.TrimBlocks(b)
 		}})
 	srv := &http.Server{
-		Handler:           routes(cfg.Port, px, recall.Handler(), dash, log),
+		Handler:           bodyDeadline(cfg.BodyReadTimeout, routes(cfg.Port, px, recall.Handler(), dash, log)),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

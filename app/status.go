@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -199,7 +198,7 @@ func plural(n int, one, many string) string {
 func agentStatuses(cfg Config, getenv func(string) string, port int) []agentStatus {
 	var f fileConfig
 	if cfg.Path != "" {
-		if b, err := os.ReadFile(cfg.Path); err == nil {
+		if b, err := readConfigFile(cfg.Path); err == nil {
 			_ = decodeFile(cfg.Path, b, &f) // LoadConfig already decoded it without error
 		}
 	}

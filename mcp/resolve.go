@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -33,34 +34,51 @@ type resolution struct {
 }
 
 // resolve applies the contract's table "Which session a call reads" to the session_id
-// argument (given is false when it is absent). Errors the model can fix are toolErrors.
-func (s *Server) resolve(raw string, given bool) (resolution, error) {
+// argument (given is false when it is absent). Errors the model can fix are toolErrors. An
+// empty or blank session_id is one (contract: Session id, step 3). The ids "." and ".." are
+// read like any other: their files are escaped (store's sid_file.go), and the pointer gives
+// them to the agent as they are.
+func (s *Server) resolve(ctx context.Context, raw string, given bool) (resolution, error) {
 	id := strings.Trim(raw, asciiSpace)
-	if !given || id == "" {
-		ws, err := s.workspaceSessions()
+	if given && id == "" {
+		return resolution{}, toolErrorf("session_id is empty: pass the session_id from the [smarter-compact: …] pointer, or omit session_id to read this workspace's sessions")
+	}
+	if !given {
+		workspace, err := s.callWorkspace(ctx)
+		if err != nil {
+			return resolution{}, err
+		}
+		if workspace == "" {
+			return resolution{}, toolErrorf("this MCP connection names no workspace (over HTTP the service reads none of its own, and the client declared no MCP roots), so a call without session_id reads nothing: pass the session_id from the [smarter-compact: …] pointer")
+		}
+		ws, err := s.workspaceSessions(workspace)
 		if err != nil {
 			return resolution{}, err
 		}
 		if len(ws) == 0 {
-			return resolution{}, toolErrorf("no session is registered under this workspace (%s), so there is nothing to read without a session_id: pass the session_id from the [smarter-compact: …] pointer", s.gitRoot())
+			return resolution{}, toolErrorf("no session is registered under this workspace (%s), so there is nothing to read without a session_id: pass the session_id from the [smarter-compact: …] pointer", gitRoot(workspace))
 		}
 		return resolution{sids: ws}, nil
 	}
-	if strings.ContainsAny(id, `/\`) || id == "." || id == ".." {
-		return resolution{}, toolErrorf("session_id %q is refused: a session id never contains / or \\ and is not . or ..; pass the id the [smarter-compact: …] pointer gave, or omit session_id", truncate(id, 80))
+	if strings.ContainsAny(id, `/\`) {
+		return resolution{}, toolErrorf("session_id %q is refused: a session id never contains / or \\; pass the id the [smarter-compact: …] pointer gave, or omit session_id", truncate(id, 80))
 	}
 	sid, _ := store.SanitizeSID(id) // id is not empty, so ok
 	if fileExists(s.dbPath(sid)) {
 		return resolution{sids: []string{sid}}, nil
 	}
-	ws, err := s.workspaceSessions()
+	workspace, err := s.callWorkspace(ctx)
+	if err != nil {
+		return resolution{}, err
+	}
+	ws, err := s.workspaceSessions(workspace)
 	if err != nil {
 		return resolution{}, err
 	}
 	alias := slices.Contains(sessionAliases, strings.ToLower(id))
 	switch {
 	case len(ws) == 0:
-		return resolution{}, toolErrorf("no session database for session_id %q, and no session is registered under this workspace (%s): pass the session_id from the [smarter-compact: …] pointer", truncate(id, 80), s.gitRoot())
+		return resolution{}, toolErrorf("no session database for session_id %q, and no session is registered under this workspace (%s): pass the session_id from the [smarter-compact: …] pointer", truncate(id, 80), gitRoot(workspace))
 	case alias:
 		return resolution{sids: ws, note: fmt.Sprintf("session_id %q is not a session id; read this workspace's sessions instead (sessions_searched, newest first)", id)}, nil
 	case len(ws) == 1:
@@ -69,9 +87,7 @@ func (s *Server) resolve(raw string, given bool) (resolution, error) {
 	return resolution{}, toolErrorf("no session database for session_id %q; this workspace's sessions are %s (newest first): pass one of them, or omit session_id to read them all", truncate(id, 80), strings.Join(ws, ", "))
 }
 
-func (s *Server) dbPath(sid string) string {
-	return filepath.Join(s.root.Dir(), "sessions", sid+".db")
-}
+func (s *Server) dbPath(sid string) string { return s.root.SessionDBPath(sid) }
 
 func fileExists(path string) bool {
 	fi, err := os.Stat(path)
@@ -80,17 +96,17 @@ func fileExists(path string) bool {
 
 // gitRoot is the nearest ancestor of the workspace (itself included) that holds .git (a
 // directory, or a file in a worktree); the workspace itself when there is none.
-func (s *Server) gitRoot() string {
-	if s.workspace == "" {
+func gitRoot(workspace string) string {
+	if workspace == "" {
 		return ""
 	}
-	for d := s.workspace; ; {
+	for d := workspace; ; {
 		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
 			return d
 		}
 		parent := filepath.Dir(d)
 		if parent == d {
-			return s.workspace
+			return workspace
 		}
 		d = parent
 	}
@@ -99,8 +115,8 @@ func (s *Server) gitRoot() string {
 // workspaceSessions lists sessions registered (sessions/<sid>.json) with a cwd under the
 // workspace's git root that have a database, newest registration first, at most 20. A
 // registration that cannot be read is skipped with a log line.
-func (s *Server) workspaceSessions() ([]string, error) {
-	root := s.gitRoot()
+func (s *Server) workspaceSessions(workspace string) ([]string, error) {
+	root := gitRoot(workspace)
 	if root == "" {
 		return nil, nil
 	}
@@ -119,8 +135,8 @@ func (s *Server) workspaceSessions() ([]string, error) {
 		if !strings.HasSuffix(name, ".json") || strings.HasSuffix(name, ".trim.json") {
 			continue
 		}
-		sid := strings.TrimSuffix(name, ".json")
-		if clean, ok := store.SanitizeSID(sid); !ok || clean != sid {
+		sid, ok := s.root.SessionOfFile(strings.TrimSuffix(name, ".json"))
+		if !ok {
 			continue
 		}
 		reg, err := s.root.Registration(sid)

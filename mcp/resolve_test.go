@@ -31,11 +31,16 @@ func resolutionRig(t *testing.T) *rig {
 	return r
 }
 
+// longSID is a 300-character session id: its database name is hashed (store's sid_file.go).
+var longSID = strings.Repeat("x", 300)
+
 // TestResolve covers each row of the contract's table "Which session a call reads".
 func TestResolve(t *testing.T) {
 	t.Parallel()
 	r := resolutionRig(t)
-	r.writeSession(t, "ses_1", tinySession...)
+	for _, sid := range []string{"ses_1", ".", "..", ".hidden", longSID} {
+		r.writeSession(t, sid, tinySession...)
+	}
 	tests := []struct {
 		name     string
 		id       string
@@ -45,7 +50,8 @@ func TestResolve(t *testing.T) {
 		wantErr  string
 	}{
 		{name: "absent: the workspace's sessions, newest first", want: []string{"B", "A"}},
-		{name: "empty string is absent", id: "  ", given: true, want: []string{"B", "A"}},
+		{name: "blank id is an error", id: "  ", given: true, wantErr: "session_id is empty"},
+		{name: "empty id is an error", id: "", given: true, wantErr: "session_id is empty"},
 		{name: "existing database in another workspace", id: "C", given: true, want: []string{"C"}},
 		{name: "existing database without registration", id: "E", given: true, want: []string{"E"}},
 		{name: "surrounding whitespace trimmed", id: " C\n", given: true, want: []string{"C"}},
@@ -57,14 +63,16 @@ func TestResolve(t *testing.T) {
 		{name: "registered without database is unknown", id: "D", given: true, wantErr: "sessions are B, A"},
 		{name: "slash refused", id: "a/b", given: true, wantErr: `session_id "a/b" is refused`},
 		{name: "backslash refused", id: `a\b`, given: true, wantErr: "is refused"},
-		{name: "dot refused", id: ".", given: true, wantErr: "is refused"},
-		{name: "dot dot refused", id: " .. ", given: true, wantErr: "is refused"},
+		{name: "dot id read", id: ".", given: true, want: []string{"."}},
+		{name: "dot dot id read", id: " .. ", given: true, want: []string{".."}},
+		{name: "dot-prefixed id read", id: ".hidden", given: true, want: []string{".hidden"}},
+		{name: "long id read", id: longSID, given: true, want: []string{longSID}},
 		{name: "traversal refused", id: "../C", given: true, wantErr: "is refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			res, err := r.srv.resolve(tt.id, tt.given)
+			res, err := r.srv.resolve(t.Context(), tt.id, tt.given)
 			checkResolution(t, res, err, tt.want, tt.wantNote, tt.wantErr)
 		})
 	}
@@ -97,11 +105,11 @@ func TestResolveOneSession(t *testing.T) {
 	r.writeSession(t, "only", tinySession...)
 	r.register(t, "away", t.TempDir(), 2)
 	r.writeSession(t, "away", tinySession...)
-	res, err := r.srv.resolve("made-up-id", true)
+	res, err := r.srv.resolve(t.Context(), "made-up-id", true)
 	checkResolution(t, res, err, []string{"only"}, `no session database for session_id "made-up-id"; read this workspace's only session, only, instead`, "")
-	res, err = r.srv.resolve("this", true)
+	res, err = r.srv.resolve(t.Context(), "this", true)
 	checkResolution(t, res, err, []string{"only"}, `"this" is not a session id`, "")
-	res, err = r.srv.resolve("away", true)
+	res, err = r.srv.resolve(t.Context(), "away", true)
 	checkResolution(t, res, err, []string{"away"}, "", "")
 }
 
@@ -110,9 +118,9 @@ func TestResolveNoSessions(t *testing.T) {
 	r := newRig(t)
 	r.register(t, "away", t.TempDir(), 2)
 	r.writeSession(t, "away", tinySession...)
-	_, err := r.srv.resolve("", false)
+	_, err := r.srv.resolve(t.Context(), "", false)
 	checkResolution(t, resolution{}, err, nil, "", "no session is registered under this workspace ("+r.repo+")")
-	_, err = r.srv.resolve("current", true)
+	_, err = r.srv.resolve(t.Context(), "current", true)
 	checkResolution(t, resolution{}, err, nil, "", `no session database for session_id "current", and no session is registered under this workspace`)
 }
 
@@ -127,7 +135,7 @@ func TestResolveAtMostTwenty(t *testing.T) {
 		want = append(want, sid)
 	}
 	slices.Reverse(want)
-	res, err := r.srv.resolve("", false)
+	res, err := r.srv.resolve(t.Context(), "", false)
 	checkResolution(t, res, err, want[:20], "", "")
 }
 
@@ -146,7 +154,7 @@ func TestResolveSymlinkedWorkspace(t *testing.T) {
 	r.writeSession(t, "logical", tinySession...)
 	viaLink := New(r.srv.root, Options{Workspace: filepath.Join(link, "sub", "dir"), Now: func() time.Time { return fixedNow }})
 	for name, s := range map[string]*Server{"physical cwd": r.srv, "cwd through the link": viaLink} {
-		res, err := s.resolve("", false)
+		res, err := s.resolve(t.Context(), "", false)
 		if err != nil || !slices.Equal(res.sids, []string{"logical", "physical"}) {
 			t.Errorf("%s: %v, %v; want both sessions", name, res.sids, err)
 		}
@@ -164,7 +172,7 @@ func TestResolveNoGit(t *testing.T) {
 	r.writeSession(t, "repo-level", tinySession...)
 	r.register(t, "deeper", filepath.Join(r.workspace, "x"), 2)
 	r.writeSession(t, "deeper", tinySession...)
-	res, err := r.srv.resolve("", false)
+	res, err := r.srv.resolve(t.Context(), "", false)
 	checkResolution(t, res, err, []string{"deeper"}, "", "")
 }
 
@@ -180,7 +188,7 @@ func TestResolveGitFile(t *testing.T) {
 	r.writeSession(t, "outer", tinySession...)
 	r.register(t, "inner", wt, 2)
 	r.writeSession(t, "inner", tinySession...)
-	res, err := r.srv.resolve("", false)
+	res, err := r.srv.resolve(t.Context(), "", false)
 	checkResolution(t, res, err, []string{"inner"}, "", "")
 }
 
@@ -196,7 +204,7 @@ func TestResolveErrorsThroughTools(t *testing.T) {
 	}{
 		{"made-up", "this workspace's sessions are B, A"},
 		{"../x", "is refused"},
-		{"..", "is refused"},
+		{"  ", "session_id is empty"},
 		{17, "session_id must be a string"},
 	}
 	for _, tt := range tests {

@@ -94,6 +94,9 @@ func parseSearch(m map[string]any) (searchRequest, error) {
 		}
 		r.opts.Pattern = re
 	case hasQuery && query != "":
+		if err := checkQueryWords(query); err != nil {
+			return r, err
+		}
 		r.opts.Query = query
 	case hasQuery:
 		return r, toolErrorf("query is empty: give the words to look for, or a pattern")
@@ -289,7 +292,7 @@ type skippedSession struct {
 
 func (s *Server) handleSearch(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 	rec := callRecord{Tool: ToolSearch}
-	res, err := s.search(ctx, req, &rec)
+	res, err := s.search(withInput(ctx, req), req, &rec)
 	return s.finish(rec, res, err)
 }
 
@@ -298,7 +301,7 @@ func (s *Server) search(ctx context.Context, req mcpgo.CallToolRequest, rec *cal
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.resolve(sr.sessionID, sr.sessionGiven)
+	res, err := s.resolve(ctx, sr.sessionID, sr.sessionGiven)
 	if err != nil {
 		return nil, err
 	}
@@ -325,14 +328,14 @@ func (s *Server) search(ctx context.Context, req mcpgo.CallToolRequest, rec *cal
 			return vecs[0], nil
 		}
 	}
-	found, err := s.root.SearchSessions(ctx, spec)
+	found, err := s.searchSessions(ctx, spec, query)
 	if err != nil {
 		return nil, err
 	}
 	for _, k := range found.Skipped {
 		out.Skipped = append(out.Skipped, skippedSession{k.Session, skipReason(k)})
 	}
-	if len(found.Searched) == 0 {
+	if len(found.Searched) == 0 && !found.TimedOut {
 		return nil, toolErrorf("could not read %s", describeSkipped(out.Skipped))
 	}
 	if query && (s.embedModel != "" || found.HasVectors) {
@@ -398,8 +401,11 @@ func hitJSON(sid string, h store.Hit, query, hybrid bool) searchHit {
 
 // skipReason says why a session was not searched, in words the model can pass on.
 func skipReason(k store.SkippedSearch) string {
-	if k.Why == store.SkipPatternBudget {
+	switch k.Why {
+	case store.SkipPatternBudget:
 		return "the 1 s pattern budget ran out before this session"
+	case store.SkipOutOfTime:
+		return "the query search was stopped after its 2 s budget: search fewer or rarer words, or one session"
 	}
 	return readProblem(k.Err)
 }

@@ -32,6 +32,10 @@ type Options struct {
 	// registered with a cwd under its git root (the nearest ancestor holding .git, else
 	// Workspace itself) are "the workspace's sessions" (contract: Which session a call reads).
 	Workspace string
+	// WorkspaceFromRoots takes the workspace of each call from the client's MCP roots
+	// instead of Workspace (the HTTP transport of serve, whose own working directory is
+	// likely $HOME): a call without session_id and without roots is an error.
+	WorkspaceFromRoots bool
 	// Now is the clock for tool-calls.jsonl; nil means time.Now.
 	Now func() time.Time
 	// Log receives transport errors and telemetry failures; nil discards them. It must not
@@ -54,6 +58,7 @@ type Options struct {
 type Server struct {
 	root      *store.Root
 	workspace string
+	fromRoots bool
 	now       func() time.Time
 	log       *slog.Logger
 	mcp       *server.MCPServer
@@ -61,6 +66,7 @@ type Server struct {
 	embed        *embedding.Client
 	embedModel   string
 	embedTimeout time.Duration
+	queryBudget  time.Duration // searchSessions; queryBudget unless a test shortens it
 
 	httpOnce sync.Once
 	http     http.Handler
@@ -71,8 +77,9 @@ type Server struct {
 // New builds the server and its tools over root, which must stay open while the server runs.
 // It reads root only; it writes nothing but tool-calls.jsonl.
 func New(root *store.Root, opts Options) *Server {
-	s := &Server{root: root, workspace: opts.Workspace, now: opts.Now, log: opts.Log,
+	s := &Server{root: root, workspace: opts.Workspace, fromRoots: opts.WorkspaceFromRoots, now: opts.Now, log: opts.Log,
 		embed: opts.Embedding, embedModel: opts.EmbeddingModel, embedTimeout: opts.EmbeddingTimeout}
+	s.queryBudget = queryBudget
 	if s.embedTimeout <= 0 {
 		s.embedTimeout = embedding.DefaultTimeout
 	}

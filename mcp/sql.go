@@ -39,7 +39,7 @@ type sqlResponse struct {
 
 func (s *Server) handleSQL(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 	rec := callRecord{Tool: ToolSQL}
-	res, err := s.sql(ctx, req, &rec)
+	res, err := s.sql(withInput(ctx, req), req, &rec)
 	return s.finish(rec, res, err)
 }
 
@@ -59,7 +59,7 @@ func (s *Server) sql(ctx context.Context, req mcpgo.CallToolRequest, rec *callRe
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.resolve(sid, given)
+	res, err := s.resolve(ctx, sid, given)
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,8 @@ func intp(n int) *int { return &n }
 func (s *Server) finish(rec callRecord, res *mcpgo.CallToolResult, err error) (*mcpgo.CallToolResult, error) {
 	var ae toolError
 	switch {
+	case errors.Is(err, errNeedRoots):
+		return rootsRequest(), nil // the call comes again with the roots: recorded then
 	case errors.As(err, &ae):
 		res, err = mcpgo.NewToolResultError(ae.msg), nil
 		rec.Error = true

@@ -70,10 +70,16 @@ func (st *trimState) thread(root string) *threadState {
 // estimate returns the calibrated prompt size in tokens of a view of chars characters
 // (seed 001: token estimate): tokens + ceil((chars − chars then) / ratio) from the thread's
 // sample, else chars / the session's latest ratio, else chars / charsPerToken.
+//
+// The sample's form is never below ceil(chars / 8), the fewest tokens the ratio's bound of
+// 1–8 characters per token allows: an upstream whose usage does not track the prompt (a
+// gateway, a fake) gives a sample far from the view, and a view much smaller than the
+// sample's went negative (tokens_after −185008, "tokens saved" over 100% of the request).
 func (st *trimState) estimate(root string, chars int, charsPerToken float64) int {
 	if t := st.Threads[root]; t != nil && t.Sample != nil && t.Sample.Tokens > 0 {
 		r := ratio(t.Sample)
-		return t.Sample.Tokens + int(math.Ceil(float64(chars-t.Sample.Chars)/r))
+		est := t.Sample.Tokens + int(math.Ceil(float64(chars-t.Sample.Chars)/r))
+		return max(est, int(math.Ceil(float64(chars)/maxCharsPerToken)))
 	}
 	if st.Latest != nil && st.Latest.Tokens > 0 {
 		return int(math.Ceil(float64(chars) / ratio(st.Latest)))
@@ -81,9 +87,12 @@ func (st *trimState) estimate(root string, chars int, charsPerToken float64) int
 	return int(math.Ceil(float64(chars) / charsPerToken))
 }
 
+// maxCharsPerToken bounds a sample's ratio (seed 001: "bounded to 1–8").
+const maxCharsPerToken = 8
+
 func ratio(s *usageSample) float64 {
 	r := float64(s.Chars) / float64(s.Tokens)
-	return math.Min(8, math.Max(1, r))
+	return math.Min(maxCharsPerToken, math.Max(1, r))
 }
 
 // thresholdFor returns the trim threshold for a model: the configured value, else 95000

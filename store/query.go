@@ -48,7 +48,11 @@ func (rd *Reader) Query(ctx context.Context, statement string, timeout time.Dura
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := runQuery(ctx, db, run)
+	var res QueryResult
+	err = withQueryLimit(ctx, db, func(c *sql.Conn) (err error) {
+		res, err = runQuery(ctx, c, run)
+		return err
+	})
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return QueryResult{}, fmt.Errorf("the statement was stopped after %v; narrow it (a WHERE clause, a LIMIT, fewer joins)", timeout)
@@ -59,7 +63,9 @@ func (rd *Reader) Query(ctx context.Context, statement string, timeout time.Dura
 	return res, nil
 }
 
-func runQuery(ctx context.Context, db *sql.DB, query string) (QueryResult, error) {
+func runQuery(ctx context.Context, db interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, query string) (QueryResult, error) {
 	rows, err := db.QueryContext(ctx, query)
 	if err != nil {
 		return QueryResult{}, err

@@ -15,7 +15,8 @@ import (
 
 // sessionSuffixes are the files of one session (contract: Retention), longest match first:
 // .trim.json before .json.
-var sessionSuffixes = []string{".trim.json", savingsSuffix, ".log.jsonl", ".db-wal", ".db-shm", ".db", ".json", ".force"}
+// .sid holds a long id (sid_file.go).
+var sessionSuffixes = []string{".trim.json", savingsSuffix, ".log.jsonl", ".db-wal", ".db-shm", ".db", ".json", ".force", sidSuffix}
 
 // blobGrace keeps blobs younger than this out of the orphan pass: the proxy writes a blob
 // before the row that references it commits, and a sweep can run in between.
@@ -37,12 +38,10 @@ type SweepReport struct {
 	Deferred        []string
 }
 
-// sessionSuffix splits a sessions/ file name into sid and suffix; ok is false for dot files
-// and names without a session suffix, which the sweep leaves alone.
+// sessionSuffix splits a sessions/ file name into its stem (the session id, or its file
+// stem by sid_file.go's rule) and suffix; ok is false for names without a session suffix,
+// which the sweep leaves alone. Dot names are the files of dot ids written before the rule.
 func sessionSuffix(name string) (sid, suffix string, ok bool) {
-	if strings.HasPrefix(name, ".") {
-		return "", "", false
-	}
 	for _, s := range sessionSuffixes {
 		if strings.HasSuffix(name, s) && len(name) > len(s) {
 			return name[:len(name)-len(s)], s, true
@@ -229,7 +228,11 @@ func (r *Root) sessionFileRaw(sid, suffix string) string {
 // its files (Windows refuses to delete an open file), the database first: when another
 // handle still holds it, the session's other files stay too, so that the next pass finds
 // the session whole. deferred lists the files left because they were held.
-func (r *Root) deleteSession(sid string, files []string) (deferred []string, err error) {
+func (r *Root) deleteSession(stem string, files []string) (deferred []string, err error) {
+	sid, ok := r.SessionOfFile(stem)
+	if !ok {
+		sid = stem
+	}
 	defer r.readers.evict(sid)()
 	r.mu.Lock()
 	e := r.sessions[sid]

@@ -86,8 +86,10 @@ func TestSweepSessions(t *testing.T) {
 		"young.json": now.AddDate(0, 0, -29),
 		// only a legacy handoff log
 		"legacy.log.jsonl": oldT,
-		// left alone: dot files and other names
-		".hidden.db": oldT, "notes.txt": oldT, ".ttl-stamp-not": oldT, "weird.db.bak": oldT,
+		// a dot id's database named before the escape rule (sid_file.go): a session
+		".hidden.db": oldT,
+		// left alone: other names
+		"notes.txt": oldT, ".ttl-stamp-not": oldT, "weird.db.bak": oldT,
 	}
 	for name, mt := range files {
 		writeAged(t, filepath.Join(sessions, name), mt)
@@ -102,7 +104,7 @@ func TestSweepSessions(t *testing.T) {
 	if rep.BlobPassSkipped || err != nil {
 		t.Errorf("blob pass skipped %v, err %v", rep.BlobPassSkipped, err)
 	}
-	if want := []string{"legacy", "old"}; !reflect.DeepEqual(rep.SessionsDeleted, want) {
+	if want := []string{".hidden", "legacy", "old"}; !reflect.DeepEqual(rep.SessionsDeleted, want) {
 		t.Errorf("deleted %v, want %v", rep.SessionsDeleted, want)
 	}
 	ents, _ := os.ReadDir(sessions)
@@ -111,7 +113,7 @@ func TestSweepSessions(t *testing.T) {
 		left = append(left, e.Name())
 	}
 	sort.Strings(left)
-	want := []string{".hidden.db", ".ttl-stamp-not", "dir.db", "mixed.db", "mixed.json", "notes.txt", "weird.db.bak", "x.db", "x.trim.json", "young.json"}
+	want := []string{".ttl-stamp-not", "dir.db", "mixed.db", "mixed.json", "notes.txt", "weird.db.bak", "x.db", "x.trim.json", "young.json"}
 	if !reflect.DeepEqual(left, want) {
 		t.Errorf("left\n %v\nwant\n %v", left, want)
 	}

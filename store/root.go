@@ -153,6 +153,9 @@ func (r *Root) Session(sid string) (*DB, error) {
 		_ = e.db.closeStale() // deleted or replaced: the next open starts from the file now there
 		e.db = nil
 	}
+	if err := r.keepLongID(sid); err != nil {
+		return nil, fmt.Errorf("record session id %.40s…: %w", sid, err)
+	}
 	db, err := openDB(path, &r.writers)
 	if err != nil {
 		return nil, r.noteWrite(sid, path, err)
@@ -179,9 +182,10 @@ func (r *Root) HasSession(sid string) bool {
 	return err == nil
 }
 
-// sessionFile is sessions/<sid><suffix>; sid must have passed checkSID.
+// sessionFile is sessions/<stem><suffix>, the stem by sessionStem (sid_file.go); sid must
+// have passed checkSID.
 func (r *Root) sessionFile(sid, suffix string) string {
-	return filepath.Join(r.dir, "sessions", sid+suffix)
+	return filepath.Join(r.dir, "sessions", r.sessionStem(sid)+suffix)
 }
 
 // tighten removes group and other permission bits from an existing path (the store is

@@ -94,16 +94,20 @@ func (r *Root) listSessionFiles() ([]sessionFiles, error) {
 	out := make([]sessionFiles, 0, len(entries)/2)
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".db") || !e.Type().IsRegular() {
+		if !strings.HasSuffix(name, ".db") || !e.Type().IsRegular() {
 			continue
 		}
-		f := sessionFiles{sid: strings.TrimSuffix(name, ".db")}
+		stem := strings.TrimSuffix(name, ".db")
+		f := sessionFiles{sid: stem} // a stem that is no session's shows as one with a problem
+		if sid, ok := r.SessionOfFile(stem); ok {
+			f.sid = sid
+		}
 		f.stamp = sessionStamp{
 			db:      stampEntry(dir, e),
 			wal:     stampEntry(dir, byName[name+"-wal"]),
-			trim:    stampEntry(dir, byName[f.sid+".trim.json"]),
-			reg:     stampEntry(dir, byName[f.sid+".json"]),
-			savings: stampEntry(dir, byName[f.sid+savingsSuffix]),
+			trim:    stampEntry(dir, byName[stem+".trim.json"]),
+			reg:     stampEntry(dir, byName[stem+".json"]),
+			savings: stampEntry(dir, byName[stem+savingsSuffix]),
 		}
 		if f.stamp.db.size < 0 {
 			continue // deleted since the listing

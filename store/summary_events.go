@@ -298,7 +298,7 @@ func (a *statusAgg) add(sid string, e *statusEvent) {
 	case "trim":
 		st.Trims++
 		if e.tokensBefore != nil && e.tokensAfter != nil {
-			st.TokensSaved += *e.tokensBefore - *e.tokensAfter
+			st.TokensSaved += savedTokens(*e.tokensBefore, *e.tokensAfter)
 		}
 		if e.dropped != nil && *e.dropped > a.dropped[sid] {
 			a.dropped[sid] = *e.dropped
@@ -390,3 +390,10 @@ func ratio(f float64) *float64 {
 	r := math.Round(f*1e4) / 1e4
 	return &r
 }
+
+// savedTokens is a trim's tokens saved, clamped to 0..before: events written before the
+// estimate had its floor could carry a negative tokens_after, which showed more tokens saved
+// than the request had. savedTokensSQL is the same in SQL.
+func savedTokens(before, after int64) int64 { return max(0, min(before, before-after)) }
+
+const savedTokensSQL = "max(0, min(tokens_before, tokens_before - tokens_after))"

@@ -247,7 +247,7 @@ func (r *Root) readSummary(ctx context.Context, sid string) (sum sessionSummary,
 		return sum, nil // no events table
 	}
 	q, err := db.QueryContext(ctx, "SELECT substr(at, 1, 10), sum(kind = 'trim'), "+
-		"sum(CASE WHEN kind = 'trim' THEN coalesce(tokens_before - tokens_after, 0) ELSE 0 END), "+
+		"sum(CASE WHEN kind = 'trim' THEN coalesce("+savedTokensSQL+", 0) ELSE 0 END), "+
 		"sum(kind = 'usage'), sum(kind = 'fail_open') FROM events GROUP BY 1")
 	if err != nil {
 		return sum, err

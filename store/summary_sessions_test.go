@@ -109,7 +109,7 @@ func dashFixture(t *testing.T) (r *Root, base time.Time) {
 	buildFixture(t, filepath.Join(sessions, "old1.db"), "schema_v1.sql")
 	buildFixture(t, filepath.Join(sessions, "old2.db"), "schema_v2.sql")
 	buildFixtureSQL(t, filepath.Join(sessions, "future.db"), "CREATE TABLE x (a); PRAGMA user_version = 9;")
-	for name, data := range map[string]string{"empty.db": "", "junk.db": "this is not a database, just text that is long enough", "notes.txt": "x", ".hidden.db": "x"} {
+	for name, data := range map[string]string{"empty.db": "", "junk.db": "this is not a database, just text that is long enough", "notes.txt": "x", ".DS_Store": "x"} {
 		if err := os.WriteFile(filepath.Join(sessions, name), []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}

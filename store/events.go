@@ -29,7 +29,8 @@ type Event struct {
 
 // AddEvent appends e to the events table in its own transaction. It returns SQLite's error
 // (for example "database is locked" after the 1 s busy timeout); the caller logs it.
-func (d *DB) AddEvent(e Event) error {
+func (d *DB) AddEvent(e Event) (err error) {
+	defer func() { d.noteBroken(err) }()
 	if e.Kind == "" {
 		return errors.New("add event: empty kind")
 	}
@@ -42,7 +43,7 @@ func (d *DB) AddEvent(e Event) error {
 	if err := d.use(); err != nil {
 		return err
 	}
-	_, err := d.stInsertEvent.ExecContext(context.Background(),
+	_, err = d.stInsertEvent.ExecContext(context.Background(),
 		formatTime(at), e.Kind, e.Version, nullText(e.Location), nullText(e.Error),
 		nullInt(e.TokensBefore), nullInt(e.TokensAfter), nullInt(e.Dropped),
 		nullText(e.Model), nullText(e.ThreadRoot), nullInt(e.Trimmed),

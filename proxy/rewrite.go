@@ -20,6 +20,12 @@ type rewritten struct {
 	model   string
 	chars   int
 	trimmed int64 // 0 sent whole, 1 carried an earlier cut, 2 made a new cut (contract: Events)
+	// replyPrev is the chain value after the request's last row: the reply's rows chain
+	// after it, as they will in the next request (contract: Rows).
+	replyPrev string
+	// keepsReasoning (Chat): an assistant message of the request has a thinking row, so
+	// the client sends reasoning back and the reply's rows include it.
+	keepsReasoning bool
 
 	// breakpoints and breakpointAt: the Anthropic route only (contract: Events); nil on
 	// the others.
@@ -98,6 +104,9 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 	}
 	p.noteSource(sess, source, agent)
 	p.settleStores(sess)
+	if !dry {
+		p.checkSessionDB(sess)
+	}
 
 	msgs, thread, err := p.buildMessages(sess, req)
 	if err != nil {
@@ -129,8 +138,15 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 	if !dry {
 		p.keepRequest(sess, thread, req, msgs, plan, now)
 	}
-	return &rewritten{body: v.body, format: req.format, sess: sess, thread: thread, model: req.model, chars: v.chars,
-		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt}, nil
+	res := &rewritten{body: v.body, format: req.format, sess: sess, thread: thread, model: req.model, chars: v.chars,
+		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt}
+	if n := len(msgs); n > 0 {
+		res.replyPrev = msgs[n-1].endFP
+	}
+	if req.format == chatFormat {
+		res.keepsReasoning = keepsReasoning(msgs)
+	}
+	return res, nil
 }
 
 // threadPlan returns the thread's trim state, its stored cut found in msgs, and the
@@ -330,4 +346,20 @@ func countMarkers(raw []byte) int {
 func (p *Proxy) storeFault(err error) {
 	f := newFaultAt(2, "store", err)
 	p.log.Warn("smarter-compact: fail-open "+f.kind+" at "+f.loc, "err", errorClass(err))
+}
+
+// keepsReasoning reports whether an assistant message of msgs has a thinking row: the
+// client sends reasoning back with its history.
+func keepsReasoning(msgs []*message) bool {
+	for _, m := range msgs {
+		if m.role != "assistant" {
+			continue
+		}
+		for _, r := range m.rows {
+			if r.kind == "thinking" {
+				return true
+			}
+		}
+	}
+	return false
 }

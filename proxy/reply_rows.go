@@ -37,6 +37,12 @@ func (p *Proxy) storeReply(res *rewritten, a *replyAsm) {
 		p.storeFault(err)
 		return
 	}
+	if db != res.db {
+		// the file was deleted, replaced or recovered since the request: its rows went to
+		// the old one, and the next request stores the whole history, this reply included,
+		// in order (checkSessionDB)
+		return
+	}
 	done := make(chan struct{})
 	onStored := p.cfg().OnRowsStored
 	// An empty write still waits its turn: the request's own rows are queued before it.

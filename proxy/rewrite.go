@@ -26,6 +26,8 @@ type rewritten struct {
 	// keepsReasoning (Chat): an assistant message of the request has a thinking row, so
 	// the client sends reasoning back and the reply's rows include it.
 	keepsReasoning bool
+	// db is the writer the request's rows went to (checkSessionDB).
+	db *store.DB
 
 	// breakpoints and breakpointAt: the Anthropic route only (contract: Events); nil on
 	// the others.
@@ -139,7 +141,7 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 		p.keepRequest(sess, thread, req, msgs, plan, now)
 	}
 	res := &rewritten{body: v.body, format: req.format, sess: sess, thread: thread, model: req.model, chars: v.chars,
-		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt}
+		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt, db: sess.db}
 	if n := len(msgs); n > 0 {
 		res.replyPrev = msgs[n-1].endFP
 	}

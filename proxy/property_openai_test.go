@@ -147,10 +147,10 @@ type propConv struct {
 	firstTexts          func() [][]string
 	// history is the client's conversation after the last answer, pinned items left out:
 	// what its next request would send, the last reply included.
-	history func() []json.RawMessage
-	pinned              int  // leading pinned items the client sends
-	instructions        bool // the client sends instructions
-	thinkingBlocks      bool // Chat: the client keeps LiteLLM's thinking_blocks
+	history        func() []json.RawMessage
+	pinned         int  // leading pinned items the client sends
+	instructions   bool // the client sends instructions
+	thinkingBlocks bool // Chat: the client keeps LiteLLM's thinking_blocks
 }
 
 // switcher serves whatever handler is current, so one listener serves a fresh fake (or

@@ -34,7 +34,7 @@ type replyAsm struct {
 	// Chat: choice 0's content, reasoning_content and tool calls by index.
 	text      strings.Builder
 	reasoning strings.Builder
-	calls map[int]*replyCall
+	calls     map[int]*replyCall
 
 	// Responses: output items by output_index, done or in progress; output is
 	// response.output of response.completed (or of a JSON body).

@@ -1,11 +1,15 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 )
@@ -130,5 +134,85 @@ func BenchmarkRequestPathNewCut(b *testing.B) {
 		if res.trimmed != 2 {
 			b.Fatalf("trimmed = %d, want 2 (new cut)", res.trimmed)
 		}
+	}
+}
+
+// BenchmarkReplyStoreWarm is the cost on the warm path of storing before done (issue 16,
+// item 3): a Claude Code session of about 400 messages sends one more step through the proxy
+// to the strict fake, streamed, and the op ends when the client has read the last byte of
+// the answer (a fixed short reply from a minimal upstream, so the op measures the proxy and
+// the store, not the fake's checks). "queue" is the behaviour before (rows queued, the reply not stored); "durable"
+// stores the reply and waits for the session's rows to commit before the final event. Run
+// with -count to interleave them; p50 and p99 are of the per-request latency.
+func BenchmarkReplyStoreWarm(b *testing.B) {
+	sse := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":100,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Done with the step; the value is 42.\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":12}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, sse)
+	}))
+	defer up.Close()
+	for _, mode := range []string{"queue", "durable"} {
+		b.Run(mode, func(b *testing.B) {
+			s := testSettings(10_000_000)
+			s.Upstreams = map[string]string{"anthropic": up.URL}
+			root := openRoot(b)
+			p := New(s, allOn{}, root, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			p.noReplyRows = mode == "queue"
+			srv := httptest.NewServer(p)
+			defer srv.Close()
+			client := &http.Client{}
+			var c *fakeupstream.Convo
+			var sid string
+			sessions := 0
+			send := func(body []byte) {
+				req, _ := http.NewRequest("POST", srv.URL+"/claude-code/v1/messages", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-Api-Key", "dummy-key")
+				req.Header.Set("Anthropic-Version", "2023-06-01")
+				req.Header.Set("Anthropic-Beta", "claude-code-20250219,per-turn-control-2026-07-01,mid-conversation-tool-changes-2026-07-01")
+				req.Header.Set("X-Claude-Code-Session-Id", sid)
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || len(out) == 0 {
+					b.Fatalf("status %d: %.300s", resp.StatusCode, out)
+				}
+			}
+			fresh := func() {
+				c = convoOfSize()
+				sessions++
+				sid = fmt.Sprintf("bench-%s-%d", mode, sessions)
+				send(c.Body())
+			}
+			fresh()
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				if len(c.Items) >= 440 {
+					fresh()
+				}
+				c.Add()
+				body := c.Body()
+				b.StartTimer()
+				t0 := time.Now()
+				send(body)
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			root.SettleAll()
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
+	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // newBenchConvo is the Claude Code conversation of the request-path benchmarks
@@ -138,12 +139,13 @@ func BenchmarkRequestPathNewCut(b *testing.B) {
 }
 
 // BenchmarkReplyStoreWarm is the cost on the warm path of storing before done (issue 16,
-// item 3): a Claude Code session of about 400 messages sends one more step through the proxy
-// to the strict fake, streamed, and the op ends when the client has read the last byte of
-// the answer (a fixed short reply from a minimal upstream, so the op measures the proxy and
-// the store, not the fake's checks). "queue" is the behaviour before (rows queued, the reply not stored); "durable"
-// stores the reply and waits for the session's rows to commit before the final event. Run
-// with -count to interleave them; p50 and p99 are of the per-request latency.
+// item 3): a Claude Code session of about 400 messages sends one more step through the proxy,
+// streamed, and a request's latency ends when the client has read the last byte of the
+// answer (a fixed short reply from a minimal upstream, so it measures the proxy and the
+// store, not the fake's checks). Each op sends one request through each of two proxies,
+// alternating which goes first: "queue", the behaviour before (rows queued, the reply not
+// stored), and "durable" (the reply stored and the session's rows committed before the
+// final event). It reports each one's p50 and p99 in µs; ns/op is the pair.
 func BenchmarkReplyStoreWarm(b *testing.B) {
 	sse := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":100,\"output_tokens\":1}}}\n\n" +
 		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
@@ -157,62 +159,71 @@ func BenchmarkReplyStoreWarm(b *testing.B) {
 		_, _ = io.WriteString(w, sse)
 	}))
 	defer up.Close()
-	for _, mode := range []string{"queue", "durable"} {
-		b.Run(mode, func(b *testing.B) {
-			s := testSettings(10_000_000)
-			s.Upstreams = map[string]string{"anthropic": up.URL}
-			root := openRoot(b)
-			p := New(s, allOn{}, root, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			p.noReplyRows = mode == "queue"
-			srv := httptest.NewServer(p)
-			defer srv.Close()
-			client := &http.Client{}
-			var c *fakeupstream.Convo
-			var sid string
-			sessions := 0
-			send := func(body []byte) {
-				req, _ := http.NewRequest("POST", srv.URL+"/claude-code/v1/messages", bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-Api-Key", "dummy-key")
-				req.Header.Set("Anthropic-Version", "2023-06-01")
-				req.Header.Set("Anthropic-Beta", "claude-code-20250219,per-turn-control-2026-07-01,mid-conversation-tool-changes-2026-07-01")
-				req.Header.Set("X-Claude-Code-Session-Id", sid)
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				out, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 || len(out) == 0 {
-					b.Fatalf("status %d: %.300s", resp.StatusCode, out)
-				}
-			}
-			fresh := func() {
-				c = convoOfSize()
-				sessions++
-				sid = fmt.Sprintf("bench-%s-%d", mode, sessions)
-				send(c.Body())
-			}
-			fresh()
-			lat := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				if len(c.Items) >= 440 {
-					fresh()
-				}
-				c.Add()
-				body := c.Body()
-				b.StartTimer()
-				t0 := time.Now()
-				send(body)
-				lat = append(lat, time.Since(t0))
-			}
+	type arm struct {
+		name     string
+		root     *store.Root
+		srv      *httptest.Server
+		c        *fakeupstream.Convo
+		sid      string
+		sessions int
+		lat      []time.Duration
+	}
+	client := &http.Client{}
+	send := func(a *arm, body []byte) {
+		req, _ := http.NewRequest("POST", a.srv.URL+"/claude-code/v1/messages", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Api-Key", "dummy-key")
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		req.Header.Set("X-Claude-Code-Session-Id", a.sid)
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || len(out) == 0 {
+			b.Fatalf("status %d: %.300s", resp.StatusCode, out)
+		}
+	}
+	fresh := func(a *arm) {
+		a.c = convoOfSize()
+		a.sessions++
+		a.sid = fmt.Sprintf("bench-%s-%d", a.name, a.sessions)
+		send(a, a.c.Body())
+	}
+	var arms []*arm
+	for _, name := range []string{"queue", "durable"} {
+		s := testSettings(10_000_000)
+		s.Upstreams = map[string]string{"anthropic": up.URL}
+		a := &arm{name: name, root: openRoot(b)}
+		p := New(s, allOn{}, a.root, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		p.noReplyRows = name == "queue"
+		a.srv = httptest.NewServer(p)
+		defer a.srv.Close()
+		fresh(a)
+		arms = append(arms, a)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range arms {
+			a := arms[(i+k)%len(arms)]
 			b.StopTimer()
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-			root.SettleAll()
-		})
+			if len(a.c.Items) >= 440 {
+				fresh(a)
+			}
+			a.c.Add()
+			body := a.c.Body()
+			b.StartTimer()
+			t0 := time.Now()
+			send(a, body)
+			a.lat = append(a.lat, time.Since(t0))
+		}
+	}
+	b.StopTimer()
+	for _, a := range arms {
+		slices.Sort(a.lat)
+		b.ReportMetric(float64(a.lat[len(a.lat)/2].Microseconds()), a.name+"-p50-µs")
+		b.ReportMetric(float64(a.lat[len(a.lat)*99/100].Microseconds()), a.name+"-p99-µs")
+		a.root.SettleAll()
 	}
 }

@@ -66,8 +66,8 @@ func brokenKind(err error) string {
 // it aside. It returns err.
 func (d *DB) noteBroken(err error) error {
 	if err != nil && isBroken(err) {
+		d.brokenErr.Store(&err) // first: a reader that sees broken finds the error
 		d.broken.Store(true)
-		d.brokenErr.Store(&err)
 	}
 	return err
 }

@@ -1,13 +1,18 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
+	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // newBenchConvo is the Claude Code conversation of the request-path benchmarks
@@ -130,5 +135,95 @@ func BenchmarkRequestPathNewCut(b *testing.B) {
 		if res.trimmed != 2 {
 			b.Fatalf("trimmed = %d, want 2 (new cut)", res.trimmed)
 		}
+	}
+}
+
+// BenchmarkReplyStoreWarm is the cost on the warm path of storing before done (issue 16,
+// item 3): a Claude Code session of about 400 messages sends one more step through the proxy,
+// streamed, and a request's latency ends when the client has read the last byte of the
+// answer (a fixed short reply from a minimal upstream, so it measures the proxy and the
+// store, not the fake's checks). Each op sends one request through each of two proxies,
+// alternating which goes first: "queue", the behaviour before (rows queued, the reply not
+// stored), and "durable" (the reply stored and the session's rows committed before the
+// final event). It reports each one's p50 and p99 in µs; ns/op is the pair.
+func BenchmarkReplyStoreWarm(b *testing.B) {
+	sse := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":100,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Done with the step; the value is 42.\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":12}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, sse)
+	}))
+	defer up.Close()
+	type arm struct {
+		name     string
+		root     *store.Root
+		srv      *httptest.Server
+		c        *fakeupstream.Convo
+		sid      string
+		sessions int
+		lat      []time.Duration
+	}
+	client := &http.Client{}
+	send := func(a *arm, body []byte) {
+		req, _ := http.NewRequest("POST", a.srv.URL+"/claude-code/v1/messages", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Api-Key", "dummy-key")
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		req.Header.Set("X-Claude-Code-Session-Id", a.sid)
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || len(out) == 0 {
+			b.Fatalf("status %d: %.300s", resp.StatusCode, out)
+		}
+	}
+	fresh := func(a *arm) {
+		a.c = convoOfSize()
+		a.sessions++
+		a.sid = fmt.Sprintf("bench-%s-%d", a.name, a.sessions)
+		send(a, a.c.Body())
+	}
+	var arms []*arm
+	for _, name := range []string{"queue", "durable"} {
+		s := testSettings(10_000_000)
+		s.Upstreams = map[string]string{"anthropic": up.URL}
+		a := &arm{name: name, root: openRoot(b)}
+		p := New(s, allOn{}, a.root, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		p.noReplyRows = name == "queue"
+		a.srv = httptest.NewServer(p)
+		defer a.srv.Close()
+		fresh(a)
+		arms = append(arms, a)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range arms {
+			a := arms[(i+k)%len(arms)]
+			b.StopTimer()
+			if len(a.c.Items) >= 440 {
+				fresh(a)
+			}
+			a.c.Add()
+			body := a.c.Body()
+			b.StartTimer()
+			t0 := time.Now()
+			send(a, body)
+			a.lat = append(a.lat, time.Since(t0))
+		}
+	}
+	b.StopTimer()
+	for _, a := range arms {
+		slices.Sort(a.lat)
+		b.ReportMetric(float64(a.lat[len(a.lat)/2].Microseconds()), a.name+"-p50-µs")
+		b.ReportMetric(float64(a.lat[len(a.lat)*99/100].Microseconds()), a.name+"-p99-µs")
+		a.root.SettleAll()
 	}
 }

@@ -145,9 +145,12 @@ type propConv struct {
 	turn                func(text string, out func(int) string)
 	sent                func() [][]byte
 	firstTexts          func() [][]string
-	pinned              int  // leading pinned items the client sends
-	instructions        bool // the client sends instructions
-	thinkingBlocks      bool // Chat: the client keeps LiteLLM's thinking_blocks
+	// history is the client's conversation after the last answer, pinned items left out:
+	// what its next request would send, the last reply included.
+	history        func() []json.RawMessage
+	pinned         int  // leading pinned items the client sends
+	instructions   bool // the client sends instructions
+	thinkingBlocks bool // Chat: the client keeps LiteLLM's thinking_blocks
 }
 
 // switcher serves whatever handler is current, so one listener serves a fresh fake (or
@@ -313,7 +316,7 @@ func genChat(t *testing.T, rng *rand.Rand, base string, i int, client *http.Clie
 	}
 	return propConv{sid: sid, format: "chat", family: "openai", model: c.model, turn: turn, thinkingBlocks: c.thinkingBlocks,
 		sent: func() [][]byte { return c.sent }, firstTexts: func() [][]string { return c.firstTexts },
-		pinned: pinned}
+		history: func() []json.RawMessage { return c.msgs }, pinned: pinned}
 }
 
 func genResponses(t *testing.T, rng *rand.Rand, base string, i int, client *http.Client, st *propStats) propConv {
@@ -370,7 +373,7 @@ func genResponses(t *testing.T, rng *rand.Rand, base string, i int, client *http
 	}
 	return propConv{sid: sid, format: "responses", family: family, model: c.model, turn: turn,
 		sent: func() [][]byte { return c.sent }, firstTexts: func() [][]string { return c.firstTexts },
-		pinned: pinned, instructions: c.instructions != ""}
+		history: func() []json.RawMessage { return c.items }, pinned: pinned, instructions: c.instructions != ""}
 }
 
 // checkNewCut checks request j, which made the conversation's cut-th new cut: the pointer
@@ -850,7 +853,43 @@ func checkOpenAIConversation(t *testing.T, name string, c propConv, fake *fakeup
 		}
 	}
 
-	want := expectedRows(t, c.format, history)
+	// The store has the last reply too, with the rows the next request would give it. A
+	// Chat client that sends reasoning_content back is known from its second request on:
+	// the first reply was stored without its thinking row, so the client's copy of it
+	// forks the chain and is stored again after it (a limit of storing the reply).
+	var clientHistory []json.RawMessage
+	forked, reasoned, unpinned := 0, false, 0
+	for _, raw := range c.history() {
+		var it struct {
+			Type, Role string
+			Reasoning  string `json:"reasoning_content"`
+		}
+		must(t, json.Unmarshal(raw, &it))
+		if (it.Type == "" || it.Type == "message") && (it.Role == "system" || it.Role == "developer") {
+			continue
+		}
+		unpinned++
+		if c.format == "chat" && it.Role == "assistant" && it.Reasoning != "" && !reasoned {
+			// no earlier reply showed that the client keeps reasoning: stored without it
+			var m map[string]any
+			must(t, json.Unmarshal(raw, &m))
+			delete(m, "reasoning_content")
+			delete(m, "thinking_blocks")
+			guess := simJSON(t, m)
+			clientHistory = append(clientHistory, guess)
+			if unpinned > len(history) {
+				continue // the last reply: never sent back, so never forked
+			}
+			forked += len(expectedRows(t, c.format, []json.RawMessage{guess}))
+		}
+		if it.Role == "assistant" && it.Reasoning != "" {
+			reasoned = true
+		}
+		clientHistory = append(clientHistory, raw)
+	}
+	want := expectedRows(t, c.format, clientHistory)
+	// rows past those of the last request are the last reply's
+	lastRows := len(expectedRows(t, c.format, history)) + forked
 	rows, err := db.Query(`SELECT role, kind, coalesce(name, ''), text, in_context, thread FROM messages ORDER BY seq`)
 	must(t, err)
 	var got []expectedRow
@@ -917,6 +956,12 @@ func checkOpenAIConversation(t *testing.T, name string, c propConv, fake *fakeup
 		count[r.text]++
 	}
 	for k, r := range got {
+		if k >= lastRows {
+			if !inCtx[k] {
+				fail("row %d (%s %s %.60q) of the last reply: in_context=0", k, r.role, r.kind, r.text)
+			}
+			continue
+		}
 		if (r.kind != "text" && r.kind != "thinking") || count[r.text] > 1 {
 			continue
 		}

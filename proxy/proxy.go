@@ -45,6 +45,10 @@ type Proxy struct {
 	// together (32 sessions' first requests at once peaked serve at 276 MB before).
 	work chan struct{}
 
+	// noReplyRows turns off storing the reply from the response (reply_rows.go), the
+	// behaviour before it: tests show what it fixes and the benchmark what it costs.
+	noReplyRows bool
+
 	// contractStripOnly turns off the whole-view strip for models that bind thinking to its
 	// prefix; tests use it to show why that strip exists.
 	contractStripOnly bool

@@ -234,8 +234,11 @@ func TestTrimsAClaudeCodeSessionThroughTheStrictFake(t *testing.T) {
 			if orphans != 0 {
 				t.Errorf("%d trimmed rows without trimmed_at / a valid trimmed_at_seq", orphans)
 			}
-			// every row of the last forwarded request is flagged in context
-			checkInContextMatchesLastRequest(t, db, reqs[len(reqs)-1].Body)
+			// every row of the last forwarded request is flagged in context, and so is the
+			// last reply, stored from the response
+			reply, err := json.Marshal(map[string]any{"messages": c.msgs[len(c.msgs)-1:]})
+			must(t, err)
+			checkInContextMatchesLastRequest(t, db, reqs[len(reqs)-1].Body, reply)
 		})
 	}
 }
@@ -259,8 +262,9 @@ func must(t testing.TB, err error) {
 }
 
 // checkInContextMatchesLastRequest compares the in-context text rows with the user and
-// assistant texts the last forwarded request actually carried, computed from the wire.
-func checkInContextMatchesLastRequest(t *testing.T, db *sql.DB, body []byte) {
+// assistant texts the last forwarded request actually carried, computed from the wire, and
+// those of more bodies of the same shape (the last reply, which no request carried yet).
+func checkInContextMatchesLastRequest(t *testing.T, db *sql.DB, bodies ...[]byte) {
 	t.Helper()
 	sent := map[string]bool{}
 	var msgs struct {
@@ -269,7 +273,16 @@ func checkInContextMatchesLastRequest(t *testing.T, db *sql.DB, body []byte) {
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
 	}
-	must(t, json.Unmarshal(body, &msgs))
+	for _, body := range bodies {
+		var one struct {
+			Messages []struct {
+				Role    string          `json:"role"`
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		must(t, json.Unmarshal(body, &one))
+		msgs.Messages = append(msgs.Messages, one.Messages...)
+	}
 	for _, m := range msgs.Messages {
 		var s string
 		if json.Unmarshal(m.Content, &s) == nil {

@@ -23,6 +23,14 @@ type rewritten struct {
 	// wholeChars and threshold are for the savings record (savings.go): the estimate
 	// characters of the request as the agent sent it, and the trim threshold that applied.
 	wholeChars, threshold int
+	// replyPrev is the chain value after the request's last row: the reply's rows chain
+	// after it, as they will in the next request (contract: Rows).
+	replyPrev string
+	// keepsReasoning (Chat): an assistant message of the request has a thinking row, so
+	// the client sends reasoning back and the reply's rows include it.
+	keepsReasoning bool
+	// db is the writer the request's rows went to (checkSessionDB).
+	db *store.DB
 
 	// breakpoints and breakpointAt: the Anthropic route only (contract: Events); nil on
 	// the others.
@@ -104,6 +112,9 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 		p.registerFirstSeen(sess, agent, body)
 	}
 	p.settleStores(sess)
+	if !dry {
+		p.checkSessionDB(sess)
+	}
 
 	msgs, thread, err := p.buildMessages(sess, req)
 	if err != nil {
@@ -142,8 +153,16 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 	if !dry {
 		p.keepRequest(sess, thread, req, msgs, plan, now)
 	}
-	return &rewritten{body: v.body, format: req.format, sess: sess, thread: thread, model: req.model, chars: v.chars,
-		trimmed: trimmed, wholeChars: wholeChars(req, msgs), threshold: threshold, breakpoints: bpCount, breakpointAt: bpAt}, nil
+	res := &rewritten{body: v.body, format: req.format, sess: sess, thread: thread, model: req.model, chars: v.chars,
+		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt, db: sess.db,
+		wholeChars: wholeChars(req, msgs), threshold: threshold}
+	if n := len(msgs); n > 0 {
+		res.replyPrev = msgs[n-1].endFP
+	}
+	if req.format == chatFormat {
+		res.keepsReasoning = keepsReasoning(msgs)
+	}
+	return res, nil
 }
 
 // threadPlan returns the thread's trim state, its stored cut found in msgs, and the
@@ -362,4 +381,20 @@ func (p *Proxy) storeWarn(msg string, err error, args ...any) {
 		args = append(args, "class", we.Class, "do", we.Hint)
 	}
 	p.log.Warn(msg, args...)
+}
+
+// keepsReasoning reports whether an assistant message of msgs has a thinking row: the
+// client sends reasoning back with its history.
+func keepsReasoning(msgs []*message) bool {
+	for _, m := range msgs {
+		if m.role != "assistant" {
+			continue
+		}
+		for _, r := range m.rows {
+			if r.kind == "thinking" {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -270,3 +270,19 @@ func (p *Proxy) settleStores(s *session) {
 	clear(s.stores[len(kept):])
 	s.stores = kept
 }
+
+// checkSessionDB notes the writer the session's rows go to (s.mu held). When it is not the
+// one they last went to (the file was deleted, replaced, or moved aside as broken), the
+// thread cache is dropped, so this request stores the whole history with its text, in
+// conversation order (issue 16, item 5): the cached messages' text was freed once stored,
+// and storing only the new rows first would give the history higher seqs than its end.
+func (p *Proxy) checkSessionDB(s *session) {
+	db, err := p.root.Session(s.sid)
+	if err != nil {
+		return // storeRows reports it
+	}
+	if s.db != nil && s.db != db {
+		clear(s.threads)
+	}
+	s.db = db
+}

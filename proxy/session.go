@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"encoding/json"
+
+	"github.com/smarter-compact/smarter-compact/store"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -12,8 +14,11 @@ import (
 // the messages of the last request, so that a request that repeats the previous one and
 // appends a turn costs work in proportion to what is new (DESIGN.md §4, fast path).
 type session struct {
-	mu      sync.Mutex
-	sid     string
+	mu  sync.Mutex
+	sid string
+	// db is the writer the session's rows last went to (checkSessionDB); a different one
+	// means the file was deleted, replaced or recovered since.
+	db      *store.DB
 	state   trimState
 	threads map[string][]*message
 	last    *known // the previous request of any thread, for the parse fast path

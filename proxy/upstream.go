@@ -75,7 +75,12 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	}
 	body = p.upstreamAnswered(resp, body)
 	if res, ok := ctx.Value(tapKey{}).(*rewritten); ok && resp.StatusCode == http.StatusOK {
-		body = newUsageTap(body, res.format, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Encoding"), func(u usage) { p.recordUsage(res, u) })
+		var replied func(*replyAsm)
+		if !p.noReplyRows {
+			replied = func(a *replyAsm) { p.storeReply(res, a) }
+		}
+		body = newUsageTap(body, res.format, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Encoding"),
+			func(u usage) { p.recordUsage(res, u) }, replied)
 	}
 	resp.Body = body
 	return nil

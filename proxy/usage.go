@@ -34,8 +34,15 @@ func (u usage) prompt() (int64, bool) {
 
 // usageTap passes a response body through unchanged and reads the provider's usage from
 // it on the way (api-rules §2.1, §7): message_start's usage, overwritten by any field a
-// message_delta carries; or the usage object of a non-stream JSON body. It never holds
-// back a byte; done runs once, when the body ends or is closed.
+// message_delta carries; or the usage object of a non-stream JSON body. done runs once, when
+// the body ends or is closed.
+//
+// It also rebuilds the assistant reply (replyAsm) and hands it to replied before the client
+// can have all of it (durable before done, issue 16 item 3): in an event stream, before the
+// bytes of the event that ends the reply are returned; in a JSON or compressed body, whose
+// end only EOF tells, it holds back the last byte of each read until the next one, and
+// calls replied before giving back the final byte. replied also runs for a body that ends
+// or closes without that event (a cut stream).
 type usageTap struct {
 	format   apiFormat
 	body     io.ReadCloser
@@ -46,22 +53,36 @@ type usageTap struct {
 	u        usage
 	once     sync.Once
 	done     func(usage)
+
+	reply    *replyAsm
+	replied  func(*replyAsm) // nil: no reply store
+	stored   bool            // replied has run
+	terminal bool            // the reply's last event is in the bytes read
+	held     []byte          // the byte held back (JSON and compressed bodies)
+	ended    bool            // the body reached EOF; held goes out next
 }
 
 const maxTapped = 8 << 20
 
-func newUsageTap(body io.ReadCloser, f apiFormat, contentType, encoding string, done func(usage)) io.ReadCloser {
+func newUsageTap(body io.ReadCloser, f apiFormat, contentType, encoding string, done func(usage), replied func(*replyAsm)) io.ReadCloser {
 	enc := strings.ToLower(strings.TrimSpace(encoding))
 	if enc == "identity" {
 		enc = ""
 	}
-	return &usageTap{format: f, body: body, sse: strings.HasPrefix(contentType, "text/event-stream"), encoding: enc, done: done}
+	return &usageTap{format: f, body: body, sse: strings.HasPrefix(contentType, "text/event-stream"), encoding: enc, done: done,
+		reply: newReplyAsm(f), replied: replied}
 }
 
 func (t *usageTap) Read(b []byte) (int, error) {
+	if t.replied != nil && (!t.sse || t.encoding != "") {
+		return t.readHeld(b)
+	}
 	n, err := t.body.Read(b)
 	if n > 0 {
 		t.feed(b[:n])
+	}
+	if t.terminal {
+		t.storeReply()
 	}
 	if err == io.EOF {
 		t.finish()
@@ -69,9 +90,54 @@ func (t *usageTap) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// readHeld is Read for a body whose end only EOF tells: every read keeps its last byte
+// back, so the client's copy of the body is whole only after finish stored the reply.
+func (t *usageTap) readHeld(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	if t.ended {
+		n := copy(b, t.held)
+		t.held = t.held[n:]
+		if len(t.held) == 0 {
+			return n, io.EOF
+		}
+		return n, nil
+	}
+	off := copy(b, t.held)
+	t.held = t.held[:0]
+	n, err := t.body.Read(b[off:])
+	if n > 0 {
+		t.feed(b[off : off+n])
+	}
+	total := off + n
+	switch {
+	case err == io.EOF:
+		t.ended = true
+		t.finish()
+		return total, io.EOF
+	case err != nil:
+		return total, err
+	}
+	if total > 1 || (total == 1 && len(b) > 1) {
+		t.held = append(t.held, b[total-1])
+		total--
+	}
+	return total, nil
+}
+
 func (t *usageTap) Close() error {
 	t.finish()
 	return t.body.Close()
+}
+
+// storeReply hands the reply to replied once.
+func (t *usageTap) storeReply() {
+	if t.stored || t.replied == nil {
+		return
+	}
+	t.stored = true
+	t.replied(t.reply)
 }
 
 func (t *usageTap) feed(b []byte) {
@@ -99,7 +165,13 @@ func (t *usageTap) feed(b []byte) {
 func (t *usageTap) sseLine(line []byte) {
 	line = bytes.TrimSuffix(line, []byte{'\r'})
 	data, ok := bytes.CutPrefix(line, []byte("data:"))
-	if !ok || !bytes.Contains(data, []byte(`"usage"`)) {
+	if !ok {
+		return
+	}
+	if t.replied != nil && t.reply.event(data) {
+		t.terminal = true
+	}
+	if !bytes.Contains(data, []byte(`"usage"`)) {
 		return
 	}
 	switch t.format {
@@ -246,6 +318,9 @@ func (t *usageTap) finish() {
 			var msg struct {
 				Usage json.RawMessage `json:"usage"`
 			}
+			if t.replied != nil {
+				t.reply.whole(body)
+			}
 			if json.Unmarshal(body, &msg) == nil {
 				if t.format == anthropicFormat {
 					t.u.merge(msg.Usage)
@@ -257,6 +332,7 @@ func (t *usageTap) finish() {
 			t.sseLine(t.line)
 		}
 		t.whole, t.line = nil, nil
+		t.storeReply() // before usage: the reply is what the client waits for
 		t.done(t.u)
 	})
 }

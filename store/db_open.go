@@ -39,6 +39,10 @@ type DB struct {
 	writers *writerSet   // the Root's connected writers; nil counts none
 	queue   *writeQueue  // writes queued by SyncRowsLater and AddEventLater (queue.go)
 	used    atomic.Int64 // unix nanoseconds of the last call, for parking the least recent
+	// broken: a write found the file corrupt or not a database (noteBroken); Root.Session
+	// moves it aside. brokenErr is that write's error.
+	broken    atomic.Bool
+	brokenErr atomic.Pointer[error]
 
 	// note reports a write's outcome to the Root's health record and returns the error to
 	// hand back (Root.noteWrite); nil (a DB without a Root) returns it unchanged.

@@ -93,8 +93,8 @@ func (d *DB) plan(rows []RowWrite) (syncPlan, error) {
 // The fingerprint index is reloaded when PRAGMA data_version shows another connection
 // committed. Errors are SQLite's (for example "database is locked" after the 1 s busy
 // timeout); nothing is written then and the index is unchanged.
-func (d *DB) SyncRows(rows []RowWrite, now time.Time) (_ SyncResult, err error) {
-	defer func() { err = d.noted(err) }()
+func (d *DB) SyncRows(rows []RowWrite, now time.Time) (res SyncResult, err error) {
+	defer func() { d.noteBroken(err); err = d.noted(err) }()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.use(); err != nil {

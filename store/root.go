@@ -27,7 +27,9 @@ type Root struct {
 	sessions map[string]*sessionEntry
 	closed   bool
 
-	health  *Health    // the store-wide health record (health.go)
+	health     *Health        // the store-wide health record (health.go)
+	onRecovery func(Recovery) // SetOnRecovery; read under mu
+
 	dash    dashCache  // per-session summaries of the dashboard reads (dashboard.go)
 	readers readerPool // open session readers, reused by OpenReader (readerpool.go)
 	writers writerSet  // the writers holding a connection (writers.go)
@@ -134,7 +136,9 @@ func (r *Root) entry(sid string) (*sessionEntry, error) {
 // opening it on first use: the file is created mode 600, switched to WAL and created or
 // migrated to schema version 3. sid must already be sanitized (SanitizeSID). A file deleted
 // or replaced since it was opened (a different inode) is reopened; the old *DB is closed.
-// A database with a newer schema returns an error wrapping ErrUnsupportedSchema.
+// A database with a newer schema returns an error wrapping ErrUnsupportedSchema. A database
+// SQLite finds corrupt or not a database, on open or in an earlier write, is moved aside to
+// sessions/<sid>.db.corrupt-<time> and a fresh one returned (db_recover.go).
 func (r *Root) Session(sid string) (*DB, error) {
 	if err := checkSID(sid); err != nil {
 		return nil, err
@@ -146,17 +150,34 @@ func (r *Root) Session(sid string) (*DB, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	path := r.sessionFile(sid, ".db")
+	var broken error
 	if e.db != nil {
-		if fi, err := os.Stat(path); err == nil && os.SameFile(fi, e.db.fi) {
+		fi, err := os.Stat(path)
+		same := err == nil && os.SameFile(fi, e.db.fi)
+		if same && !e.db.broken.Load() {
 			return e.db, nil
 		}
-		_ = e.db.closeStale() // deleted or replaced: the next open starts from the file now there
+		if same {
+			broken = *e.db.brokenErr.Load()
+			_ = e.db.close()
+		} else {
+			_ = e.db.closeStale() // deleted or replaced: the next open starts from the file now there
+		}
 		e.db = nil
 	}
 	if err := r.keepLongID(sid); err != nil {
 		return nil, fmt.Errorf("record session id %.40s…: %w", sid, err)
 	}
-	db, err := openDB(path, &r.writers)
+	var db *DB
+	if broken == nil {
+		db, err = openDB(path, &r.writers)
+		if err != nil && isBroken(err) {
+			broken = err
+		}
+	}
+	if broken != nil {
+		db, err = r.recover(sid, path, broken)
+	}
 	if err != nil {
 		return nil, r.noteWrite(sid, path, err)
 	}

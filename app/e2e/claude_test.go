@@ -236,17 +236,29 @@ func testClaudeCodeSession(t *testing.T, claude, bin, model string, modelArgs []
 		}
 	}
 
-	// Every row is in context exactly when the last request carries its text.
+	// Every row is in context exactly when the last request carries its text, and so is the
+	// session's last reply, stored from the response stream (no request carried it yet).
 	inLast := last.texts()
+	inLast[finalText(len(e2eTurns), e2eTurns[len(e2eTurns)-1].steps)] = true
 	q, err := db.Query(`SELECT seq, role, kind, text, in_context FROM messages ORDER BY seq`)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each reply was stored once: from the response with the rows Claude Code's next
+	// request gives it, so that request found them stored (every assistant text and tool
+	// call of the script is unique).
+	seenReply := map[string]int{}
 	for q.Next() {
 		var seq, inCtx int
 		var role, kind, text string
 		if err := q.Scan(&seq, &role, &kind, &text, &inCtx); err != nil {
 			t.Fatal(err)
+		}
+		if role == "assistant" && kind != "thinking" {
+			if first, dup := seenReply[kind+" "+text]; dup {
+				t.Errorf("row %d (%s %.60q) repeats row %d: a reply was stored twice", seq, kind, text, first)
+			}
+			seenReply[kind+" "+text] = seq
 		}
 		if (inCtx == 1) != inLast[text] {
 			t.Errorf("row %d (%s %s %.60q): in_context = %d, but in the last request: %v", seq, role, kind, text, inCtx, inLast[text])

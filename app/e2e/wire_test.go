@@ -619,6 +619,11 @@ func checkTrimmedSession(t *testing.T, s trimSession) {
 	if outRows == 0 {
 		t.Error("no row has in_context = 0: nothing was trimmed")
 	}
+	// Each tool call was stored once: from the response, with the row the agent's next
+	// request gives it (every call of the script reads its own file).
+	if n := queryInt(t, db, `SELECT count(*) FROM (SELECT text FROM messages WHERE kind = 'tool_use' GROUP BY text HAVING count(*) > 1)`); n > 0 {
+		t.Errorf("%d tool calls are stored more than once", n)
+	}
 	inCtx := func(q string, args ...any) (n int, inContext bool, names []string) {
 		r, err := db.Query(q, args...)
 		if err != nil {

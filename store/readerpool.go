@@ -78,6 +78,9 @@ type sharedReader struct {
 	version int
 	seen    [2]fileStamp // .db and -wal when version was last read (WAL readers)
 
+	vimu    sync.Mutex   // guards vectors
+	vectors *vectorIndex // the hybrid search's decoded vectors (vectors_index.go); nil until one runs
+
 	stmu        sync.Mutex // guards stmts
 	stmts       map[string]*sql.Stmt
 	stmtsClosed bool

@@ -9,7 +9,7 @@ import (
 )
 
 // latencySamples is how many times each BenchmarkSearchLatency case runs per b.Loop iteration.
-const latencySamples = 20
+const latencySamples = 200
 
 // benchVector is a deterministic pseudo-random vector of dim components in [-1, 1).
 func benchVector(rng *rand.Rand, dim int) []float32 {

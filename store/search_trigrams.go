@@ -31,7 +31,7 @@ type gramIndex struct {
 	offs    []uint32 // per row: its filter's first word in words
 	logBits []uint8  // per row: log2 of its filter's size in bits (≥ 6)
 	words   []uint64 // the filters, back to back
-	seen    []uint64 // scratch: one bit per trigram value (2²⁴), cleared after each row
+	seen    []uint64 // scratch during refresh: one bit per trigram value (2²⁴), cleared after each row
 	distinc []uint32 // scratch: the row's distinct trigrams
 }
 
@@ -58,6 +58,7 @@ func (gi *gramIndex) refresh(ctx context.Context, db conn) error {
 		return fmt.Errorf("index trigrams: %w", err)
 	}
 	defer rows.Close()
+	defer func() { gi.seen = nil }() // 2 MB of scratch, allocated again when rows arrive
 	var text []byte
 	for rows.Next() {
 		var seq int64

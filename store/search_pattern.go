@@ -55,17 +55,29 @@ func searchPatternScan(ctx context.Context, db conn, o SearchOptions, prefilter 
 	}
 	var done bool
 	var err error
+	scanned := false
 	if grams := patternTrigrams(re); prefilter && len(grams) > 0 {
 		// Only rows holding the trigrams of the literals every match holds can match, as rows
-		// or by their lines (search_trigrams.go).
-		var gi *gramIndex
-		if gi, err = db.sr.gramIndex(ctx, db); err != nil {
+		// or by their lines (search_trigrams.go). Indexing may take half the budget; an index
+		// not complete by then is finished by the next searches, and this one scans.
+		gi, complete, err := db.sr.gramIndex(ctx, db, time.Now().Add(o.Budget/2))
+		if err != nil {
 			return res, fmt.Errorf("scan rows: %w", err)
 		}
-		seqs := gi.candidates(grams)
+		var seqs []int64
+		if complete {
+			seqs = gi.candidates(grams)
+		}
 		gi.mu.Unlock()
-		done, err = scanCandidates(ctx, db, filter, args, seqs, deadline, count)
-	} else {
+		if complete {
+			done, err = scanCandidates(ctx, db, filter, args, seqs, deadline, count)
+			if err != nil {
+				return res, fmt.Errorf("scan rows: %w", err)
+			}
+			scanned = true
+		}
+	}
+	if !scanned {
 		done, err = scanAll(ctx, db, re, filter, args, deadline, count)
 	}
 	if err != nil {

@@ -35,8 +35,10 @@ type gramIndex struct {
 	distinc []uint32 // scratch: the row's distinct trigrams
 }
 
-// gramIndex returns the reader's trigram index, refreshed; the caller holds its mu.
-func (sr *sharedReader) gramIndex(ctx context.Context, db conn) (*gramIndex, error) {
+// gramIndex returns the reader's trigram index, refreshed, and whether it covers every row:
+// a refresh stops at until (the first search of a large session reads every row's text), and
+// the next one goes on from there. The caller holds the index's mu.
+func (sr *sharedReader) gramIndex(ctx context.Context, db conn, until time.Time) (*gramIndex, bool, error) {
 	sr.gimu.Lock()
 	if sr.grams == nil {
 		sr.grams = &gramIndex{}
@@ -44,33 +46,41 @@ func (sr *sharedReader) gramIndex(ctx context.Context, db conn) (*gramIndex, err
 	gi := sr.grams
 	sr.gimu.Unlock()
 	gi.mu.Lock()
-	if err := gi.refresh(ctx, db); err != nil {
+	complete, err := gi.refresh(ctx, db, until)
+	if err != nil {
 		gi.mu.Unlock()
-		return nil, err
+		return nil, false, err
 	}
-	return gi, nil
+	return gi, complete, nil
 }
 
-// refresh indexes the rows stored since the last refresh.
-func (gi *gramIndex) refresh(ctx context.Context, db conn) error {
+// refreshEvery is how many rows a refresh indexes between two looks at the clock.
+const refreshEvery = 256
+
+// refresh indexes the rows stored since the last refresh, until the deadline; complete is
+// false when it stopped there.
+func (gi *gramIndex) refresh(ctx context.Context, db conn, until time.Time) (complete bool, err error) {
 	rows, err := db.QueryContext(ctx, "SELECT seq, text FROM messages WHERE seq > ? ORDER BY seq", gi.lastSeq)
 	if err != nil {
-		return fmt.Errorf("index trigrams: %w", err)
+		return false, fmt.Errorf("index trigrams: %w", err)
 	}
 	defer rows.Close()
 	defer func() { gi.seen = nil }() // 2 MB of scratch, allocated again when rows arrive
 	var text []byte
-	for rows.Next() {
+	for n := 1; rows.Next(); n++ {
 		var seq int64
 		if err := rows.Scan(&seq, &text); err != nil {
-			return fmt.Errorf("index trigrams: %w", err)
+			return false, fmt.Errorf("index trigrams: %w", err)
 		}
 		gi.add(seq, text)
+		if n%refreshEvery == 0 && time.Now().After(until) {
+			return false, nil
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("index trigrams: %w", err)
+		return false, fmt.Errorf("index trigrams: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // trigram is the 24-bit value of three bytes.

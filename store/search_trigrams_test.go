@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // genPatternText is a row text over a small alphabet (so generated patterns often match):
@@ -167,5 +168,45 @@ func TestPatternTrigrams(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("%q: trigrams %q, want %q", c.pattern, got, want)
 		}
+	}
+}
+
+// TestGramIndexRefreshStopsAtDeadline: a refresh past its deadline stops after a block of rows
+// and says so; the next one goes on from there.
+func TestGramIndexRefreshStopsAtDeadline(t *testing.T) {
+	ctx := context.Background()
+	r := newRoot(t)
+	d := mustSession(t, r, "s")
+	var trs []testRow
+	for i := range 2*refreshEvery + 10 {
+		trs = append(trs, testRow{thread: "a", role: "user", text: fmt.Sprint("row KEY-", i)})
+	}
+	syncTestRows(t, d, trs)
+	rd := mustReader(t, r, "s")
+	c, err := rd.conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gi, complete, err := c.sr.gramIndex(ctx, c, time.Now().Add(-time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(gi.seqs)
+	gi.mu.Unlock()
+	if complete || n != refreshEvery {
+		t.Fatalf("past the deadline: complete %v after %d rows, want false after %d", complete, n, refreshEvery)
+	}
+	gi, complete, err = c.sr.gramIndex(ctx, c, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, last := len(gi.seqs), gi.seqs[len(gi.seqs)-1]
+	gi.mu.Unlock()
+	if !complete || n != len(trs) || last != int64(len(trs)) {
+		t.Fatalf("then: complete %v with %d rows up to %d, want all %d", complete, n, last, len(trs))
+	}
+	res, err := rd.Search(ctx, SearchOptions{Pattern: regexp.MustCompile(`KEY-51\b`)})
+	if err != nil || res.TotalMatches != 1 || len(res.Hits) != 1 || res.Hits[0].Seq != 52 {
+		t.Fatalf("search %+v, %v", res, err)
 	}
 }

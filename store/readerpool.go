@@ -78,6 +78,12 @@ type sharedReader struct {
 	version int
 	seen    [2]fileStamp // .db and -wal when version was last read (WAL readers)
 
+	vimu    sync.Mutex   // guards vectors
+	vectors *vectorIndex // the hybrid search's decoded vectors (vectors_index.go); nil until one runs
+
+	gimu  sync.Mutex // guards grams
+	grams *gramIndex // the pattern search's trigram filters (search_trigrams.go); nil until one runs
+
 	stmu        sync.Mutex // guards stmts
 	stmts       map[string]*sql.Stmt
 	stmtsClosed bool

@@ -20,6 +20,7 @@ func searchHybrid(ctx context.Context, db conn, o SearchOptions, words []string)
 	if len(words) > 0 {
 		lo := o
 		lo.Limit = max(o.Limit, HybridNearest)
+		lo.KeysOnly = true // the details are read below for the hits that stay
 		var err error
 		if res, err = searchQuery(ctx, db, lo, words); err != nil {
 			return res, err
@@ -29,7 +30,11 @@ func searchHybrid(ctx context.Context, db conn, o SearchOptions, words []string)
 		res.Hits = nil
 		return res, nil
 	}
-	near, sims, err := nearest(ctx, db.db, o, HybridNearest)
+	lexical := make([]int64, len(res.Hits))
+	for i, h := range res.Hits {
+		lexical[i] = h.Seq
+	}
+	near, sims, err := nearest(ctx, db, o, HybridNearest, lexical)
 	if err != nil {
 		return res, err
 	}
@@ -56,6 +61,18 @@ func searchHybrid(ctx context.Context, db conn, o SearchOptions, words []string)
 		return res, fmt.Errorf("read hits: %w", err)
 	}
 	defer st.done()
+	var kept []Hit
+	for _, seq := range order {
+		if h, ok := byseq[seq]; ok {
+			kept = append(kept, h)
+		}
+	}
+	if err := queryDetails(ctx, db, anyWordQuery(words), kept); err != nil {
+		return res, err
+	}
+	for _, h := range kept {
+		byseq[h.Seq] = h
+	}
 	hits := make([]Hit, len(order))
 	for i, seq := range order {
 		h, lexical := byseq[seq]

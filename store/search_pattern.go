@@ -23,6 +23,12 @@ import (
 // rows of the lines table are the \n-separated lines of the row text, with the row's role, so
 // LineMatches is counted from the row text in the same pass, without reading lines).
 func searchPattern(ctx context.Context, db conn, o SearchOptions) (SearchResult, error) {
+	return searchPatternScan(ctx, db, o, true)
+}
+
+// searchPatternScan is searchPattern with the trigram prefilter on or off (every row under
+// the filters scanned, as before the prefilter: the reference its test compares with).
+func searchPatternScan(ctx context.Context, db conn, o SearchOptions, prefilter bool) (SearchResult, error) {
 	var res SearchResult
 	deadline := time.Now().Add(o.Budget)
 	re := o.Pattern
@@ -31,14 +37,7 @@ func searchPattern(ctx context.Context, db conn, o SearchOptions) (SearchResult,
 	var pos []int // byte offset of each hit's match
 
 	filter, args := where(o, "m.role", nil)
-	if g := globLiteral(re); g != "" {
-		// Rows without the literal every match starts with can match neither as rows nor by
-		// their lines: SQLite leaves them out before they are copied (GLOB reads up to a NUL,
-		// so a text with one passes anyway).
-		filter += " AND (m.text GLOB ? OR octet_length(printf('%s', m.text)) < octet_length(m.text))"
-		args = append(args, g)
-	}
-	done, err := scanRows(ctx, db, filter, args, deadline, func(seq int64, head, text string, cut bool) {
+	count := func(seq int64, head, text string, cut bool) {
 		matched := false
 		if len(hits) < o.Limit {
 			if loc := re.FindStringIndex(head); loc != nil {
@@ -53,7 +52,34 @@ func searchPattern(ctx context.Context, db conn, o SearchOptions) (SearchResult,
 			res.TotalMatches++
 		}
 		res.LineMatches += lc.count(text, matched || cut)
-	})
+	}
+	var done bool
+	var err error
+	scanned := false
+	if grams := patternTrigrams(re); prefilter && len(grams) > 0 {
+		// Only rows holding the trigrams of the literals every match holds can match, as rows
+		// or by their lines (search_trigrams.go). Indexing may take half the budget; an index
+		// not complete by then is finished by the next searches, and this one scans.
+		gi, complete, err := db.sr.gramIndex(ctx, db, time.Now().Add(o.Budget/2))
+		if err != nil {
+			return res, fmt.Errorf("scan rows: %w", err)
+		}
+		var seqs []int64
+		if complete {
+			seqs = gi.candidates(grams)
+		}
+		gi.mu.Unlock()
+		if complete {
+			done, err = scanCandidates(ctx, db, filter, args, seqs, deadline, count)
+			if err != nil {
+				return res, fmt.Errorf("scan rows: %w", err)
+			}
+			scanned = true
+		}
+	}
+	if !scanned {
+		done, err = scanAll(ctx, db, re, filter, args, deadline, count)
+	}
 	if err != nil {
 		return res, fmt.Errorf("scan rows: %w", err)
 	}
@@ -63,6 +89,19 @@ func searchPattern(ctx context.Context, db conn, o SearchOptions) (SearchResult,
 		return res, nil
 	}
 	return res, patternDetails(ctx, db, re, hits, pos)
+}
+
+// scanAll is scanRows over every row under filter, left out in SQL only those without the
+// literal every match of re starts with.
+func scanAll(ctx context.Context, db conn, re *regexp.Regexp, filter string, args []any, deadline time.Time, fn func(seq int64, head, text string, cut bool)) (bool, error) {
+	if g := globLiteral(re); g != "" {
+		// Rows without the literal every match starts with can match neither as rows nor by
+		// their lines: SQLite leaves them out before they are copied (GLOB reads up to a NUL,
+		// so a text with one passes anyway).
+		filter += " AND (m.text GLOB ? OR octet_length(printf('%s', m.text)) < octet_length(m.text))"
+		args = append(args, g)
+	}
+	return scanRows(ctx, db, filter, args, deadline, fn)
 }
 
 // patternDetails reads the row of each hit and its excerpt around the first match of re in

@@ -2,12 +2,10 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -189,80 +187,4 @@ func (rd *Reader) Vectors(ctx context.Context, configured string) (_ VectorStatu
 		return st, fmt.Errorf("count pending vectors: %w", err)
 	}
 	return st, nil
-}
-
-// nearest returns the k rows nearest to q by cosine among model's vectors of q's dimension
-// under the filters, best first, and every scanned row's similarity.
-func nearest(ctx context.Context, db *sql.DB, o SearchOptions, k int) ([]int64, map[int64]float64, error) {
-	q := o.QueryVector
-	var qn float64
-	for _, f := range q {
-		qn += float64(f) * float64(f)
-	}
-	if qn == 0 {
-		return nil, nil, nil
-	}
-	qn = math.Sqrt(qn)
-	filter, fargs := where(o, "m.role", nil)
-	args := append([]any{o.VectorModel, len(q)}, fargs...)
-	rows, err := db.QueryContext(ctx, "SELECT v.message_seq, v.blob FROM vectors v JOIN messages m ON m.seq = v.message_seq "+
-		"WHERE v.model = ? AND v.dim = ?"+filter, args...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("scan vectors: %w", err)
-	}
-	defer rows.Close()
-	type scored struct {
-		seq int64
-		sim float64
-	}
-	var all []scored
-	sims := make(map[int64]float64)
-	var blob []byte
-	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq, &blob); err != nil {
-			return nil, nil, fmt.Errorf("scan vectors: %w", err)
-		}
-		if len(blob) != 4*len(q) {
-			continue
-		}
-		var dot, n float64
-		for i, f := range q {
-			x := float64(math.Float32frombits(binary.LittleEndian.Uint32(blob[4*i:])))
-			dot += float64(f) * x
-			n += x * x
-		}
-		if n == 0 {
-			continue
-		}
-		s := dot / (qn * math.Sqrt(n))
-		sims[seq] = s
-		all = append(all, scored{seq, s})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("scan vectors: %w", err)
-	}
-	// Partial selection would do; the sort is over one session's rows.
-	sortScored := func(a, b scored) int {
-		switch {
-		case a.sim > b.sim:
-			return -1
-		case a.sim < b.sim:
-			return 1
-		case a.seq > b.seq:
-			return -1
-		case a.seq < b.seq:
-			return 1
-		}
-		return 0
-	}
-	slices.SortFunc(all, sortScored)
-	if len(all) > k {
-		all = all[:k]
-	}
-	out := make([]int64, len(all))
-	for i, s := range all {
-		out[i] = s.seq
-	}
-	return out, sims, nil
 }

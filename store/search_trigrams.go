@@ -1,0 +1,274 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/bits"
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Trigram prefilter for pattern search (contract: Search, pattern), the technique of Google
+// Code Search and zoekt: a regexp whose every match holds some literals can match only in a
+// row whose text holds their trigrams. Each row's trigrams are kept in a small Bloom filter
+// (no false negatives: a row it leaves out holds no match), in memory beside the pooled reader
+// and outside the contract's schema: the database is only read. Rows are never deleted and
+// their text never changes, so the index follows the session by reading the rows stored
+// since its last look.
+
+// gramIndex is a pooled reader's trigram filters, one per messages row in seq order.
+// Guarded by mu.
+type gramIndex struct {
+	mu      sync.Mutex
+	lastSeq int64    // highest seq indexed
+	seqs    []int64  // per row, ascending
+	offs    []uint32 // per row: its filter's first word in words
+	logBits []uint8  // per row: log2 of its filter's size in bits (≥ 6)
+	words   []uint64 // the filters, back to back
+	seen    []uint64 // scratch during refresh: one bit per trigram value (2²⁴), cleared after each row
+	distinc []uint32 // scratch: the row's distinct trigrams
+}
+
+// gramIndex returns the reader's trigram index, refreshed, and whether it covers every row:
+// a refresh stops at until (the first search of a large session reads every row's text), and
+// the next one goes on from there. The caller holds the index's mu.
+func (sr *sharedReader) gramIndex(ctx context.Context, db conn, until time.Time) (*gramIndex, bool, error) {
+	sr.gimu.Lock()
+	if sr.grams == nil {
+		sr.grams = &gramIndex{}
+	}
+	gi := sr.grams
+	sr.gimu.Unlock()
+	gi.mu.Lock()
+	complete, err := gi.refresh(ctx, db, until)
+	if err != nil {
+		gi.mu.Unlock()
+		return nil, false, err
+	}
+	return gi, complete, nil
+}
+
+// refreshEvery is how many rows a refresh indexes between two looks at the clock.
+const refreshEvery = 256
+
+// refresh indexes the rows stored since the last refresh, until the deadline; complete is
+// false when it stopped there.
+func (gi *gramIndex) refresh(ctx context.Context, db conn, until time.Time) (complete bool, err error) {
+	rows, err := db.QueryContext(ctx, "SELECT seq, text FROM messages WHERE seq > ? ORDER BY seq", gi.lastSeq)
+	if err != nil {
+		return false, fmt.Errorf("index trigrams: %w", err)
+	}
+	defer rows.Close()
+	defer func() { gi.seen = nil }() // 2 MB of scratch, allocated again when rows arrive
+	var text []byte
+	for n := 1; rows.Next(); n++ {
+		var seq int64
+		if err := rows.Scan(&seq, &text); err != nil {
+			return false, fmt.Errorf("index trigrams: %w", err)
+		}
+		gi.add(seq, text)
+		if n%refreshEvery == 0 && time.Now().After(until) {
+			return false, nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("index trigrams: %w", err)
+	}
+	return true, nil
+}
+
+// trigram is the 24-bit value of three bytes.
+func trigram(a, b, c byte) uint32 { return uint32(a)<<16 | uint32(b)<<8 | uint32(c) }
+
+// gramBit is the bit of trigram g in a filter of 2^logBits bits.
+func gramBit(g uint32, logBits uint8) uint32 { return (g * 0x9e3779b1) >> (32 - logBits) }
+
+// add appends row seq's filter: about 8 bits per distinct trigram, one bit set for each.
+func (gi *gramIndex) add(seq int64, text []byte) {
+	if gi.seen == nil {
+		gi.seen = make([]uint64, 1<<24/64)
+	}
+	gi.distinc = gi.distinc[:0]
+	for i := 0; i+2 < len(text); i++ {
+		g := trigram(text[i], text[i+1], text[i+2])
+		if w, b := g/64, uint64(1)<<(g%64); gi.seen[w]&b == 0 {
+			gi.seen[w] |= b
+			gi.distinc = append(gi.distinc, g)
+		}
+	}
+	logBits := uint8(max(6, bits.Len(uint(max(8*len(gi.distinc), 1)-1))))
+	off := len(gi.words)
+	gi.words = append(gi.words, make([]uint64, 1<<(logBits-6))...)
+	f := gi.words[off:]
+	for _, g := range gi.distinc {
+		gi.seen[g/64] = 0
+		b := gramBit(g, logBits)
+		f[b/64] |= 1 << (b % 64)
+	}
+	gi.seqs = append(gi.seqs, seq)
+	gi.offs = append(gi.offs, uint32(off))
+	gi.logBits = append(gi.logBits, logBits)
+	gi.lastSeq = seq
+}
+
+// candidates returns, newest first, the seqs of the rows whose filters hold every trigram of
+// grams.
+func (gi *gramIndex) candidates(grams []uint32) []int64 {
+	var out []int64
+	for i := len(gi.seqs) - 1; i >= 0; i-- {
+		lb := gi.logBits[i]
+		f := gi.words[gi.offs[i]:]
+		ok := true
+		for _, g := range grams {
+			if b := gramBit(g, lb); f[b/64]&(1<<(b%64)) == 0 {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, gi.seqs[i])
+		}
+	}
+	return out
+}
+
+// patternTrigrams returns the distinct trigrams (as bytes of UTF-8) of the literals every
+// match of re holds, nil when it has none of three bytes or more.
+func patternTrigrams(re *regexp.Regexp) []uint32 {
+	t, err := syntax.Parse(re.String(), syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	seen := map[uint32]bool{}
+	var out []uint32
+	for _, lit := range requiredLiterals(t) {
+		// A literal U+FFFD matches any invalid byte, which the text holds as itself.
+		if strings.ContainsRune(lit, utf8.RuneError) {
+			continue
+		}
+		for i := 0; i+2 < len(lit); i++ {
+			if g := trigram(lit[i], lit[i+1], lit[i+2]); !seen[g] {
+				seen[g] = true
+				out = append(out, g)
+			}
+		}
+	}
+	return out
+}
+
+// requiredLiterals returns strings each of which every match of t holds (case-sensitive
+// literals only; an alternation, a class or a repetition that may be absent adds nothing).
+func requiredLiterals(t *syntax.Regexp) []string {
+	exact := func(t *syntax.Regexp) (string, bool) {
+		if t.Op == syntax.OpLiteral && t.Flags&syntax.FoldCase == 0 {
+			return string(t.Rune), true
+		}
+		return "", false
+	}
+	switch t.Op {
+	case syntax.OpLiteral:
+		if s, ok := exact(t); ok {
+			return []string{s}
+		}
+	case syntax.OpCapture, syntax.OpPlus:
+		return requiredLiterals(t.Sub[0])
+	case syntax.OpRepeat:
+		if t.Min >= 1 {
+			return requiredLiterals(t.Sub[0])
+		}
+	case syntax.OpConcat:
+		var out []string
+		var run strings.Builder
+		flush := func() {
+			if run.Len() > 0 {
+				out = append(out, run.String())
+				run.Reset()
+			}
+		}
+		for _, sub := range t.Sub {
+			if s, ok := exact(sub); ok {
+				run.WriteString(s)
+				continue
+			}
+			// x+ and x{n,}: the first x follows the run at once.
+			if sub.Op == syntax.OpPlus || sub.Op == syntax.OpRepeat && sub.Min >= 1 {
+				if s, ok := exact(sub.Sub[0]); ok {
+					run.WriteString(s)
+					flush()
+					run.WriteString(s) // and the last one precedes what follows
+					continue
+				}
+			}
+			flush()
+			out = append(out, requiredLiterals(sub)...)
+		}
+		flush()
+		return out
+	}
+	return nil
+}
+
+// candidateBlock is how many candidate rows scanCandidates reads a statement.
+const candidateBlock = 64
+
+// scanCandidates calls fn as scanRows does, for the rows of seqs (newest first) under
+// filter, until deadline; done is false when the deadline stopped it.
+func scanCandidates(ctx context.Context, db conn, filter string, args []any, seqs []int64, deadline time.Time, fn func(seq int64, head, text string, cut bool)) (done bool, err error) {
+	q := "SELECT m.seq, m.text FROM messages m WHERE m.seq IN (?" + strings.Repeat(", ?", candidateBlock-1) + ")" +
+		numbered(filter, candidateBlock+1)
+	st, err := db.prepare(ctx, q)
+	if err != nil {
+		return false, err
+	}
+	defer st.done()
+	type entry struct {
+		seq  int64
+		text string
+	}
+	var entries []entry
+	bound := make([]any, candidateBlock, candidateBlock+len(args))
+	for first := true; len(seqs) > 0; first = false {
+		if !first && time.Now().After(deadline) {
+			return false, nil
+		}
+		block := seqs[:min(candidateBlock, len(seqs))]
+		seqs = seqs[len(block):]
+		for i := range candidateBlock {
+			bound[i] = int64(0) // no row has seq 0
+			if i < len(block) {
+				bound[i] = block[i]
+			}
+		}
+		rows, err := st.QueryContext(ctx, append(bound[:candidateBlock], args...)...)
+		if err != nil {
+			return false, err
+		}
+		entries = entries[:0]
+		for rows.Next() {
+			var e entry
+			if err := rows.Scan(&e.seq, &e.text); err != nil {
+				rows.Close()
+				return false, err
+			}
+			entries = append(entries, e)
+		}
+		if err := rows.Close(); err != nil {
+			return false, err
+		}
+		slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(b.seq, a.seq) })
+		for i, e := range entries {
+			if i%budgetEvery == budgetEvery-1 && time.Now().After(deadline) {
+				return false, nil
+			}
+			head := headChars(e.text, PatternChars)
+			fn(e.seq, head, e.text, len(head) < len(e.text))
+		}
+	}
+	return true, nil
+}

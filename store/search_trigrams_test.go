@@ -1,0 +1,212 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// genPatternText is a row text over a small alphabet (so generated patterns often match):
+// lines of short tokens with multi-byte characters, invalid UTF-8, NULs, and now and then a
+// row longer than PatternChars characters whose tail holds matches the row head does not.
+func genPatternText(rng *rand.Rand) string {
+	atoms := []string{"a", "b", "ab", "ba", "KEY", "-7", "é", "世界", " ", " ", "\t", "x1", "\xff", "\x00", "aaa", "Ab", "_"}
+	var b strings.Builder
+	lines := 1 + rng.IntN(5)
+	if rng.IntN(100) == 0 {
+		b.WriteString(strings.Repeat("é", PatternChars-2)) // a long row: the rest is past the head
+		lines = 3
+	}
+	for l := range lines {
+		if l > 0 {
+			b.WriteByte('\n')
+		}
+		for range rng.IntN(12) {
+			b.WriteString(atoms[rng.IntN(len(atoms))])
+		}
+	}
+	return b.String()
+}
+
+// genPattern is a random regexp over the same alphabet: literals, classes, repetitions,
+// alternations, groups, case folding and empty-width assertions.
+func genPattern(rng *rand.Rand, depth int) string {
+	lits := []string{"a", "b", "ab", "aab", "KEY", "KEY-7", "-7", "é", "世", "界", "x1", " ", "ba", "bab", "aaa", "Ab"}
+	if depth <= 0 {
+		return regexp.QuoteMeta(lits[rng.IntN(len(lits))])
+	}
+	switch rng.IntN(12) {
+	case 0:
+		return genPattern(rng, depth-1) + "|" + genPattern(rng, depth-1)
+	case 1:
+		return "(" + genPattern(rng, depth-1) + ")+"
+	case 2:
+		return "(?:" + genPattern(rng, depth-1) + ")*"
+	case 3:
+		return genPattern(rng, depth-1) + "?"
+	case 4:
+		return "[ab]" + genPattern(rng, depth-1)
+	case 5:
+		return "(?i)" + genPattern(rng, depth-1)
+	case 6:
+		return "^" + genPattern(rng, depth-1)
+	case 7:
+		return genPattern(rng, depth-1) + "$"
+	case 8:
+		return `\b` + genPattern(rng, depth-1) + `\w`
+	case 9:
+		return "(?:" + genPattern(rng, depth-1) + "){2,}" + genPattern(rng, depth-1)
+	case 10:
+		return genPattern(rng, depth-1) + `.\d*` + genPattern(rng, depth-1)
+	}
+	return genPattern(rng, depth-1) + genPattern(rng, depth-1)
+}
+
+// TestPatternPrefilterMatchesFullScan: over generated rows and patterns, with every filter,
+// limit and KeysOnly, a pattern search through the trigram prefilter returns exactly what
+// the full scan of every row returns (hits with their excerpts, both counts), also after rows
+// are added to a session the index has already read.
+func TestPatternPrefilterMatchesFullScan(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(18, 4))
+	r := newRoot(t)
+	d := mustSession(t, r, "s")
+	roles := []string{"user", "assistant", "tool"}
+	addRows := func(n int) {
+		var trs []testRow
+		for i := range n {
+			trs = append(trs, testRow{thread: fmt.Sprint("t", rng.IntN(2)), role: roles[rng.IntN(3)], text: fmt.Sprintf("%s %d", genPatternText(rng), i),
+				out: rng.IntN(3) == 0})
+		}
+		syncTestRows(t, d, trs)
+	}
+	addRows(300)
+	yes, no := true, false
+	filters := []SearchOptions{{}, {Roles: []string{"user", "tool"}}, {Roles: []string{"assistant"}, InContext: &yes}, {InContext: &no}}
+	prefiltered := 0
+	for round := range 3 {
+		rd := mustReader(t, r, "s")
+		c, err := rd.conn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 100 {
+			p := genPattern(rng, 1+rng.IntN(3))
+			re, err := regexp.Compile(p)
+			if err != nil {
+				t.Fatalf("generated pattern %q: %v", p, err)
+			}
+			if len(patternTrigrams(re)) > 0 {
+				prefiltered++
+			}
+			o := filters[i%len(filters)]
+			o.Pattern = re
+			o.Limit = []int{-1, 1, 8, 1000}[rng.IntN(4)]
+			o.KeysOnly = rng.IntN(4) == 0
+			o = normalize(o)
+			got, err := searchPatternScan(ctx, c, o, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := searchPatternScan(ctx, c, o, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.TimedOut || want.TimedOut {
+				t.Fatalf("pattern %q timed out", p)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d pattern %q %+v:\nprefiltered %d/%d hits %v\nfull scan   %d/%d hits %v", round, p, o,
+					got.TotalMatches, got.LineMatches, seqs(got.Hits), want.TotalMatches, want.LineMatches, seqs(want.Hits))
+			}
+		}
+		if err := rd.Close(); err != nil {
+			t.Fatal(err)
+		}
+		addRows(60) // the pooled reader's index reads only these
+	}
+	if prefiltered < 60 {
+		t.Errorf("only %d of 300 generated patterns had required trigrams: the test barely exercises the prefilter", prefiltered)
+	}
+}
+
+// TestPatternTrigrams: the literals every match holds, and none from what may be absent.
+func TestPatternTrigrams(t *testing.T) {
+	str := func(gs []uint32) []string {
+		var out []string
+		for _, g := range gs {
+			out = append(out, string([]byte{byte(g >> 16), byte(g >> 8), byte(g)}))
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, c := range []struct {
+		pattern string
+		want    []string
+	}{
+		{`KEY-7`, []string{"-7", "EY-", "KEY", "Y-7"}[1:]},
+		{`w12\d\dxa+ w`, []string{"a w", "w12"}},
+		{`abc+de`, []string{"abc", "cde"}},
+		{`(ab)+cd`, nil},
+		{`(?:abcd)+`, []string{"abc", "bcd"}},
+		{`x(abc|abd)`, nil},
+		{`(?i)KEY`, nil},
+		{`abc?`, nil},
+		{`ab\x{fffd}cd`, nil},
+		{`é世`, []string{"\xa9\xe4\xb8", "\xc3\xa9\xe4", "\xe4\xb8\x96"}},
+		{`a{3,}b`, []string{"aaa"}[:0]},
+	} {
+		got := str(patternTrigrams(regexp.MustCompile(c.pattern)))
+		want := slices.Clone(c.want)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%q: trigrams %q, want %q", c.pattern, got, want)
+		}
+	}
+}
+
+// TestGramIndexRefreshStopsAtDeadline: a refresh past its deadline stops after a block of rows
+// and says so; the next one goes on from there.
+func TestGramIndexRefreshStopsAtDeadline(t *testing.T) {
+	ctx := context.Background()
+	r := newRoot(t)
+	d := mustSession(t, r, "s")
+	var trs []testRow
+	for i := range 2*refreshEvery + 10 {
+		trs = append(trs, testRow{thread: "a", role: "user", text: fmt.Sprint("row KEY-", i)})
+	}
+	syncTestRows(t, d, trs)
+	rd := mustReader(t, r, "s")
+	c, err := rd.conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gi, complete, err := c.sr.gramIndex(ctx, c, time.Now().Add(-time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(gi.seqs)
+	gi.mu.Unlock()
+	if complete || n != refreshEvery {
+		t.Fatalf("past the deadline: complete %v after %d rows, want false after %d", complete, n, refreshEvery)
+	}
+	gi, complete, err = c.sr.gramIndex(ctx, c, time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, last := len(gi.seqs), gi.seqs[len(gi.seqs)-1]
+	gi.mu.Unlock()
+	if !complete || n != len(trs) || last != int64(len(trs)) {
+		t.Fatalf("then: complete %v with %d rows up to %d, want all %d", complete, n, last, len(trs))
+	}
+	res, err := rd.Search(ctx, SearchOptions{Pattern: regexp.MustCompile(`KEY-51\b`)})
+	if err != nil || res.TotalMatches != 1 || len(res.Hits) != 1 || res.Hits[0].Seq != 52 {
+		t.Fatalf("search %+v, %v", res, err)
+	}
+}

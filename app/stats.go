@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/smarter-compact/smarter-compact/store"
@@ -44,38 +43,6 @@ func stats(ctx context.Context, args []string, sys system) error {
 	return nil
 }
 
-// statsTools are the recall tools in display order; any other name in tool-calls.jsonl
-// follows them, sorted.
-var statsTools = []string{"smart_compact_search", "smart_compact_sql", "smart_compact_get", "context_status"}
-
-// hitWord names what a tool's hits are.
-func hitWord(tool string) string {
-	switch tool {
-	case "smart_compact_sql":
-		return "rows"
-	case "smart_compact_get":
-		return "pages"
-	}
-	return "hits"
-}
-
-func toolOrder(m map[string]int) []string {
-	var out []string
-	for _, t := range statsTools {
-		if _, ok := m[t]; ok {
-			out = append(out, t)
-		}
-	}
-	var rest []string
-	for t := range m {
-		if !slices.Contains(statsTools, t) {
-			rest = append(rest, t)
-		}
-	}
-	slices.Sort(rest)
-	return append(out, rest...)
-}
-
 // counted is n and its noun: "1 call", "2 calls".
 func counted(n int, one, many string) string { return fmt.Sprintf("%d %s", n, plural(n, one, many)) }
 
@@ -83,8 +50,8 @@ func counted(n int, one, many string) string { return fmt.Sprintf("%d %s", n, pl
 func writeStats(w io.Writer, st *store.Stats) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	p("Recall tools: %s, %d after a trim, %s", counted(st.Calls, "call", "calls"), st.AfterTrim, counted(st.Errors, "error", "errors"))
-	for _, t := range toolOrder(st.Tools) {
-		p("  %-22s %s, %d %s", t, counted(st.Tools[t], "call", "calls"), st.Hits[t], hitWord(t))
+	for _, t := range store.ToolNames(st.Tools) {
+		p("  %-22s %s, %d %s", t, counted(st.Tools[t], "call", "calls"), st.Hits[t], store.ToolHitUnit(t))
 	}
 	share := "no trimmed sessions yet"
 	if st.SearchedShare != nil {
@@ -115,8 +82,8 @@ func writeStats(w io.Writer, st *store.Stats) {
 			p("    cannot read: %s", s.Problem)
 		}
 		var tools []string
-		for _, t := range toolOrder(s.Tools) {
-			tools = append(tools, fmt.Sprintf("%s %d (%d %s)", t, s.Tools[t], s.Hits[t], hitWord(t)))
+		for _, t := range store.ToolNames(s.Tools) {
+			tools = append(tools, fmt.Sprintf("%s %d (%d %s)", t, s.Tools[t], s.Hits[t], store.ToolHitUnit(t)))
 		}
 		if len(tools) == 0 {
 			tools = []string{"none"}

@@ -74,9 +74,9 @@ func writeHealth(w io.Writer, h *statusHealth) {
 	if len(active) == 0 {
 		p("Health: nothing failing (%s; since %s: %s)", from, since, strings.Join(counts, ", "))
 	} else {
-		p("Health: %d %s (%s; since %s: %s)", len(active), pick(len(active) == 1, "problem needs attention", "problems need attention"), from, since, strings.Join(counts, ", "))
+		p("Health: %d %s (%s; since %s: %s)", len(active), plural(len(active), "problem needs attention", "problems need attention"), from, since, strings.Join(counts, ", "))
 		for _, a := range active {
-			p("  %s: %d %s, last at %s", web.HealthTitle(a.Kind, a.Key), a.Count, pick(a.Count == 1, "time", "times"), a.Last.UTC().Format("2006-01-02 15:04:05 UTC"))
+			p("  %s: %d %s, last at %s", web.HealthTitle(a.Kind, a.Key), a.Count, plural(int(a.Count), "time", "times"), a.Last.UTC().Format("2006-01-02 15:04:05 UTC"))
 			if a.Text != "" {
 				p("    %s", a.Text)
 			}
@@ -89,11 +89,4 @@ func writeHealth(w io.Writer, h *statusHealth) {
 	if h.Error != "" && h.Source == "file" {
 		p("  (%s)", h.Error)
 	}
-}
-
-func pick(cond bool, a, b string) string {
-	if cond {
-		return a
-	}
-	return b
 }

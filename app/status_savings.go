@@ -59,21 +59,9 @@ func moneyLine(f savings.Figure) string {
 	if f.Requests == 1 {
 		reqs = "request"
 	}
-	line := fmt.Sprintf("%s (%s) of %s untrimmed, %d %s", dollars(f.Saved), pct, dollars(f.Untrimmed), f.Requests, reqs)
+	line := fmt.Sprintf("%s (%s) of %s untrimmed, %d %s", savings.USD(f.Saved), pct, savings.USD(f.Untrimmed), f.Requests, reqs)
 	if f.Unpriced > 0 {
 		line += fmt.Sprintf(", %d without a price", f.Unpriced)
 	}
 	return line
-}
-
-// dollars is web.USD's format: two decimals from $0.10 on, four below.
-func dollars(v float64) string {
-	sign := ""
-	if v < 0 {
-		sign, v = "-", -v
-	}
-	if v >= 0.1 || v == 0 {
-		return sign + "$" + strconv.FormatFloat(v, 'f', 2, 64)
-	}
-	return sign + "$" + strconv.FormatFloat(v, 'f', 4, 64)
 }

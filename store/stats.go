@@ -301,3 +301,36 @@ func (r *Root) blobInventory() (Blobs, error) {
 	}
 	return b, nil
 }
+
+// recallToolOrder is the display order of the recall tools in `stats` and on the dashboard.
+var recallToolOrder = []string{"smart_compact_search", "smart_compact_sql", "smart_compact_get", "context_status"}
+
+// ToolNames returns the keys of counts (tool name → calls, Stats.Tools) in display order:
+// the recall tools as the contract lists them, then any other name, sorted.
+func ToolNames(counts map[string]int) []string {
+	var out, rest []string
+	for _, t := range recallToolOrder {
+		if _, ok := counts[t]; ok {
+			out = append(out, t)
+		}
+	}
+	for t := range counts {
+		if !slices.Contains(recallToolOrder, t) {
+			rest = append(rest, t)
+		}
+	}
+	slices.Sort(rest)
+	return append(out, rest...)
+}
+
+// ToolHitUnit names what a tool's hits count (ToolCall.Hits): "rows" for smart_compact_sql,
+// "pages" for smart_compact_get, else "hits".
+func ToolHitUnit(tool string) string {
+	switch tool {
+	case "smart_compact_sql":
+		return "rows"
+	case "smart_compact_get":
+		return "pages"
+	}
+	return "hits"
+}

@@ -62,16 +62,8 @@ func SetAgentMode(ctx context.Context, base, token, agent string, mode Mode) (Se
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Do(req)
+	resp, err := sendLoopback(req)
 	if err != nil {
-		// A failed dial: nothing listens on the port (on every OS, where the refusal's
-		// errno differs).
-		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
-			return sw, &ServiceDownError{err}
-		}
 		return sw, err
 	}
 	defer resp.Body.Close()
@@ -102,4 +94,21 @@ func SetAgentMode(ctx context.Context, base, token, agent string, mode Mode) (Se
 		return sw, fmt.Errorf("the running service reports %s's switch as %q, not %q", agent, sw.Mode, mode)
 	}
 	return sw, nil
+}
+
+// sendLoopback sends req to the running service: no proxy from the environment, no
+// keep-alive, redirects not followed. A failed dial (nothing listens on the port, on every
+// OS, where the refusal's errno differs) is a *ServiceDownError.
+func sendLoopback(req *http.Request) (*http.Response, error) {
+	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+			return nil, &ServiceDownError{err}
+		}
+		return nil, err
+	}
+	return resp, nil
 }

@@ -3,9 +3,9 @@ package web
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 
+	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/web/ui"
 )
 
@@ -29,8 +29,8 @@ func (s *Server) recallStats(w http.ResponseWriter, r *http.Request) error {
 	}
 	p.Messages = fmt.Sprintf("%s stored, %s in context, %s trimmed", ui.Commas(st.Messages.Total), ui.Commas(st.Messages.InContext), ui.Commas(st.Messages.Trimmed))
 	p.Blobs = fmt.Sprintf("%s, %s bytes", countOf(st.Blobs.Count, "file", "files"), ui.Commas(st.Blobs.Bytes))
-	for _, t := range toolNames(st.Tools) {
-		p.Tools = append(p.Tools, ui.RecallTool{Name: t, Calls: ui.Commas(int64(st.Tools[t])), Hits: ui.Commas(int64(st.Hits[t])) + " " + hitWord(t)})
+	for _, t := range store.ToolNames(st.Tools) {
+		p.Tools = append(p.Tools, ui.RecallTool{Name: t, Calls: ui.Commas(int64(st.Tools[t])), Hits: ui.Commas(int64(st.Hits[t])) + " " + store.ToolHitUnit(t)})
 	}
 	for _, ss := range st.Sessions {
 		row := ui.RecallSession{SID: ss.SessionID, Href: sessionHref(ss.SessionID), Agent: orNone(ss.Agent), Problem: ss.Problem,
@@ -41,8 +41,8 @@ func (s *Server) recallStats(w http.ResponseWriter, r *http.Request) error {
 			row.Trims += " (first " + ss.FirstTrim + ")"
 		}
 		var tools []string
-		for _, t := range toolNames(ss.Tools) {
-			tools = append(tools, fmt.Sprintf("%s %d (%d %s)", t, ss.Tools[t], ss.Hits[t], hitWord(t)))
+		for _, t := range store.ToolNames(ss.Tools) {
+			tools = append(tools, fmt.Sprintf("%s %d (%d %s)", t, ss.Tools[t], ss.Hits[t], store.ToolHitUnit(t)))
 		}
 		row.Tools = strings.Join(tools, ", ")
 		if row.Tools == "" {
@@ -57,36 +57,6 @@ func (s *Server) recallStats(w http.ResponseWriter, r *http.Request) error {
 		p.Sessions = append(p.Sessions, row)
 	}
 	return s.render(w, r, http.StatusOK, ui.RecallStatsView(p))
-}
-
-// recallToolOrder is the display order of the recall tools; other names follow, sorted.
-var recallToolOrder = []string{"smart_compact_search", "smart_compact_sql", "smart_compact_get", "context_status"}
-
-func toolNames(m map[string]int) []string {
-	var out, rest []string
-	for _, t := range recallToolOrder {
-		if _, ok := m[t]; ok {
-			out = append(out, t)
-		}
-	}
-	for t := range m {
-		if !slices.Contains(recallToolOrder, t) {
-			rest = append(rest, t)
-		}
-	}
-	slices.Sort(rest)
-	return append(out, rest...)
-}
-
-// hitWord names what a tool's hits are (store.ToolCall.Hits).
-func hitWord(tool string) string {
-	switch tool {
-	case "smart_compact_sql":
-		return "rows"
-	case "smart_compact_get":
-		return "pages"
-	}
-	return "hits"
 }
 
 func countOf(n int, one, many string) string {

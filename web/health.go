@@ -3,10 +3,8 @@ package web
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -101,14 +99,8 @@ func FetchHealth(ctx context.Context, base, token string) (store.HealthSnapshot,
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Do(req)
+	resp, err := sendLoopback(req)
 	if err != nil {
-		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
-			return snap, &ServiceDownError{err}
-		}
 		return snap, err
 	}
 	defer resp.Body.Close()

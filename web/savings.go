@@ -73,17 +73,8 @@ func figureView(f savings.Figure) ui.SavingsFigure {
 	return v
 }
 
-// USD formats dollars for a person: "$4.20", "$0.0123", "−$0.02".
-func USD(v float64) string {
-	sign := ""
-	if v < 0 {
-		sign, v = "−", -v
-	}
-	if v >= 0.1 || v == 0 {
-		return sign + "$" + strconv.FormatFloat(v, 'f', 2, 64)
-	}
-	return sign + "$" + strconv.FormatFloat(v, 'f', 4, 64)
-}
+// USD is savings.USD with the typographic minus: "$4.20", "$0.0123", "−$0.02".
+func USD(v float64) string { return strings.Replace(savings.USD(v), "-", "−", 1) }
 
 func exact(v float64) string { return strconv.FormatFloat(math.Round(v*1e6)/1e6, 'f', 6, 64) }
 

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -181,4 +182,17 @@ func rows(m map[string]*Row) []Row {
 		return cmp.Or(cmp.Compare(b.Saved, a.Saved), strings.Compare(a.Key, b.Key))
 	})
 	return out
+}
+
+// USD formats v dollars for a person, with an ASCII minus: "$4.20", "$0.0123", "-$0.02"
+// (two decimals from $0.10 on, four below).
+func USD(v float64) string {
+	sign := ""
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	if v >= 0.1 || v == 0 {
+		return sign + "$" + strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return sign + "$" + strconv.FormatFloat(v, 'f', 4, 64)
 }

@@ -214,10 +214,10 @@ type lineCounter struct {
 	// one of its lines does. scan counts such a text's lines in one pass.
 	local bool
 	// lits are the literals every match holds; need is one of them ("" when none) and scan
-	// tests only the lines holding it, found by its byte at rare (tune).
+	// tests only the lines holding it, found by its bytes at pair[0] < pair[1] (tune).
 	lits []string
 	need string
-	rare int
+	pair [2]int
 	// starting: the regexp anchored (^), for a local regexp whose every match starts with
 	// prefix (nothing before it to look at): scan tests each place prefix is at, within its line.
 	starting *regexp.Regexp
@@ -245,43 +245,55 @@ func newLineCounter(re *regexp.Regexp) *lineCounter {
 	return lc
 }
 
-// tune picks the literal scan looks for and the byte it looks for it by: the byte of the
-// literals that freq (byte counts of the texts to scan; nil: none known) counts least, ties
-// going to the longer literal; without freq, the longest literal's first byte.
+// tune picks the literal scan looks for and the two bytes it looks for it by: the literal
+// holding the byte freq (byte counts of the texts to scan; nil: none known) counts least, ties
+// going to the longer literal, and in it that byte and the next least counted one; without
+// freq, the longest literal's first and last bytes.
 func (lc *lineCounter) tune(freq *[256]uint64) {
+	count := func(lit string, i int) uint64 {
+		switch {
+		case freq != nil:
+			return freq[lit[i]]
+		case i == 0:
+			return 0
+		case i == len(lit)-1:
+			return 1
+		}
+		return 2
+	}
 	best := uint64(math.MaxUint64)
 	for _, lit := range lc.lits {
 		for i := range len(lit) {
-			f := uint64(0)
-			if freq != nil {
-				f = freq[lit[i]]
-			} else if i > 0 {
-				break
-			}
-			if f < best || f == best && len(lit) > len(lc.need) {
-				best, lc.need, lc.rare = f, lit, i
+			if f := count(lit, i); f < best || f == best && len(lit) > len(lc.need) {
+				best, lc.need, lc.pair[0] = f, lit, i
 			}
 		}
+	}
+	lc.pair[1] = -1
+	for i := range len(lc.need) {
+		if i != lc.pair[0] && (lc.pair[1] < 0 || count(lc.need, i) < count(lc.need, lc.pair[1])) {
+			lc.pair[1] = i
+		}
+	}
+	if lc.pair[1] < lc.pair[0] {
+		lc.pair[0], lc.pair[1] = lc.pair[1], lc.pair[0]
 	}
 }
 
 // index is strings.Index(s, lc.need). A need of one byte is looked for with IndexByte; a
-// longer one eight places at a time, each place taken when it has the need's first byte and
-// its rare byte at the right distance (a word-wide compare, which skips the stops IndexByte
-// makes at every common byte), then compared whole.
+// longer one eight places at a time, each place taken when it has the need's two bytes of
+// lc.pair where they belong (a word-wide compare, which skips the stops IndexByte makes at
+// every common byte), then compared whole.
 func (lc *lineCounter) index(s string) int {
 	n := len(lc.need)
 	if n == 1 {
 		return strings.IndexByte(s, lc.need[0])
 	}
-	k := max(lc.rare, 1) // the rare byte, or the last one when the first is rarest
-	if lc.rare == 0 {
-		k = n - 1
-	}
-	first, other := swarRepeat*uint64(lc.need[0]), swarRepeat*uint64(lc.need[k])
+	p, q := lc.pair[0], lc.pair[1]
+	bp, bq := swarRepeat*uint64(lc.need[p]), swarRepeat*uint64(lc.need[q])
 	i := 0
-	for ; i+k+8 <= len(s); i += 8 {
-		m := swarZeros(binary.LittleEndian.Uint64([]byte(s[i:i+8]))^first) & swarZeros(binary.LittleEndian.Uint64([]byte(s[i+k:i+k+8]))^other)
+	for ; i+q+8 <= len(s); i += 8 {
+		m := swarZeros(binary.LittleEndian.Uint64([]byte(s[i+p:i+p+8]))^bp) & swarZeros(binary.LittleEndian.Uint64([]byte(s[i+q:i+q+8]))^bq)
 		for ; m != 0; m &= m - 1 {
 			if at := i + bits.TrailingZeros64(m)/8; at+n <= len(s) && s[at:at+n] == lc.need {
 				return at

@@ -57,6 +57,13 @@ func (m *searchMemory) use(e *memEntry, bytes int64, drop func()) bool {
 	return true
 }
 
+// budget is the limit in bytes.
+func (m *searchMemory) budget() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.limit
+}
+
 // forget takes e out of the budget (its reader closed or replaced the cache).
 func (m *searchMemory) forget(e *memEntry) {
 	m.mu.Lock()

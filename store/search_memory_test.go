@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"testing"
 )
 
 // TestSearchMemoryBudget: with a budget one session's caches fit and two do not, searching a
 // second session pushes out the first's (least recently used) caches; a session whose caches
 // alone exceed the budget keeps no vectors and only its trigram filters; the budget is never
-// exceeded, and every answer equals the one with room for everything.
+// exceeded, and every answer equals the one with room for everything (or, for a session
+// indexed under the small budget, the full scan's).
 func TestSearchMemoryBudget(t *testing.T) {
 	ctx := context.Background()
 	r := newRoot(t)
@@ -96,6 +98,26 @@ func TestSearchMemoryBudget(t *testing.T) {
 	}
 	if v, g, x := caches("a"); v || !g || x {
 		t.Errorf("a under a small budget: vectors %v filters %v texts %v kept, want the filters only", v, g, x)
+	}
+	// Indexed under that budget from the start: the texts are let go while the rows are read.
+	d := mustSession(t, r, "c")
+	syncTestRows(t, d, slices.Repeat(trs, 3))
+	rd := mustReader(t, r, "c")
+	c, err := rd.conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := normalize(searches[2])
+	got, err := searchPatternScan(ctx, c, o, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := searchPatternScan(ctx, c, o, false)
+	if err != nil || !reflect.DeepEqual(got, ref) || got.TotalMatches == 0 {
+		t.Fatalf("c under a small budget: %+v, full scan %+v (%v)", got, ref, err)
+	}
+	if _, g, x := caches("c"); !g || x {
+		t.Errorf("c under a small budget: filters %v texts %v kept, want the filters only", g, x)
 	}
 	searchMem.mu.Lock()
 	used, limit := searchMem.used, searchMem.limit

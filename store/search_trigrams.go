@@ -66,15 +66,20 @@ func (sr *sharedReader) gramIndex(ctx context.Context, db conn, until time.Time)
 		sr.gimu.Unlock()
 	}
 	if !searchMem.use(&gi.mem, gi.bytes, drop) && !gi.noTexts {
-		// The texts alone are past the budget: keep the filters, read texts from SQLite.
-		gi.noTexts = true
-		for _, t := range gi.texts {
-			gi.bytes -= int64(len(t))
-		}
-		gi.texts = nil
+		gi.dropTexts()
 		searchMem.use(&gi.mem, gi.bytes, drop)
 	}
 	return gi, complete, nil
+}
+
+// dropTexts lets the texts go when they alone are past the search memory budget: the index
+// keeps its filters and pattern searches read the texts from SQLite.
+func (gi *gramIndex) dropTexts() {
+	gi.noTexts = true
+	for _, t := range gi.texts {
+		gi.bytes -= int64(len(t))
+	}
+	gi.texts = nil
 }
 
 // refreshEvery is how many rows a refresh indexes between two looks at the clock.
@@ -96,7 +101,13 @@ func (gi *gramIndex) refresh(ctx context.Context, db conn, until time.Time) (com
 			return false, fmt.Errorf("index trigrams: %w", err)
 		}
 		gi.add(seq, role, text)
-		if n%refreshEvery == 0 && time.Now().After(until) {
+		if n%refreshEvery != 0 {
+			continue
+		}
+		if !gi.noTexts && gi.bytes > searchMem.budget() {
+			gi.dropTexts() // now rather than after reading the rest
+		}
+		if time.Now().After(until) {
 			return false, nil
 		}
 	}

@@ -240,6 +240,7 @@ func (p *readerPool) release(sr *sharedReader) error {
 
 // close closes the connections, then puts back the -shm mtime of the last busy period.
 func (sr *sharedReader) close() error {
+	sr.forgetCaches()
 	sr.closeStmts()
 	err := sr.db.Close()
 	sr.busy.restore(sr.path)

@@ -4,8 +4,11 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 	"regexp"
 	"regexp/syntax"
 	"slices"
@@ -26,69 +29,110 @@ func searchPattern(ctx context.Context, db conn, o SearchOptions) (SearchResult,
 	return searchPatternScan(ctx, db, o, true)
 }
 
-// searchPatternScan is searchPattern with the trigram prefilter on or off (every row under
-// the filters scanned, as before the prefilter: the reference its test compares with).
-func searchPatternScan(ctx context.Context, db conn, o SearchOptions, prefilter bool) (SearchResult, error) {
-	var res SearchResult
+// searchPatternScan is searchPattern on the fast path (the rows' texts held in memory by the
+// trigram index, narrowed by its filters, each row's lines counted in one pass of the regexp)
+// or, with fast false, the reference its test compares with: every row under the filters read
+// from SQLite and each of its lines tested on its own, as before the index.
+func searchPatternScan(ctx context.Context, db conn, o SearchOptions, fast bool) (SearchResult, error) {
 	deadline := time.Now().Add(o.Budget)
-	re := o.Pattern
-	lc := newLineCounter(re)
-	var hits []Hit
-	var pos []int // byte offset of each hit's match
-
+	t := &patternTally{lc: newLineCounter(o.Pattern), limit: o.Limit, fast: fast}
 	filter, args := where(o, "m.role", nil)
-	count := func(seq int64, head, text string, cut bool) {
-		matched := false
-		if len(hits) < o.Limit {
-			if loc := re.FindStringIndex(head); loc != nil {
-				hits = append(hits, Hit{Seq: seq, Rank: -float64(seq)})
-				pos = append(pos, loc[0])
-				matched = true
-			}
-		} else {
-			matched = re.MatchString(head)
-		}
-		if matched {
-			res.TotalMatches++
-		}
-		res.LineMatches += lc.count(text, matched || cut)
-	}
-	var done bool
+	var done, scanned bool
 	var err error
-	scanned := false
-	if grams := patternTrigrams(re); prefilter && len(grams) > 0 {
-		// Only rows holding the trigrams of the literals every match holds can match, as rows
-		// or by their lines (search_trigrams.go). Indexing may take half the budget; an index
-		// not complete by then is finished by the next searches, and this one scans.
-		gi, complete, err := db.sr.gramIndex(ctx, db, time.Now().Add(o.Budget/2))
-		if err != nil {
-			return res, fmt.Errorf("scan rows: %w", err)
-		}
-		var seqs []int64
-		if complete {
-			seqs = gi.candidates(grams)
-		}
-		gi.mu.Unlock()
-		if complete {
-			done, err = scanCandidates(ctx, db, filter, args, seqs, deadline, count)
-			if err != nil {
-				return res, fmt.Errorf("scan rows: %w", err)
-			}
-			scanned = true
-		}
+	if fast {
+		scanned, done, err = scanIndexed(ctx, db, o, filter, args, deadline, t)
 	}
-	if !scanned {
-		done, err = scanAll(ctx, db, re, filter, args, deadline, count)
+	if err == nil && !scanned {
+		done, err = scanAll(ctx, db, o.Pattern, filter, args, deadline, t.add)
 	}
 	if err != nil {
-		return res, fmt.Errorf("scan rows: %w", err)
+		return SearchResult{}, fmt.Errorf("scan rows: %w", err)
 	}
-	res.TimedOut = !done
-	res.Hits = hits
-	if len(hits) == 0 || o.KeysOnly {
+	res := SearchResult{Hits: t.hits, TotalMatches: t.total, LineMatches: t.lines, TimedOut: !done}
+	if len(t.hits) == 0 || o.KeysOnly {
 		return res, nil
 	}
-	return res, patternDetails(ctx, db, re, hits, pos)
+	return res, patternDetails(ctx, db, o.Pattern, t.hits, t.pos)
+}
+
+// patternTally is what a pattern scan found in the rows it was shown (add), newest first.
+type patternTally struct {
+	lc    *lineCounter
+	limit int  // hits kept
+	fast  bool // lines counted in one pass where lc allows (lineCounter.scan)
+	hits  []Hit
+	pos   []int // byte offset of each hit's match
+	total int   // rows matching
+	lines int   // lines matching
+}
+
+// add tests row seq: head is its first PatternChars characters, text all of it, cut true
+// when text is longer than head.
+func (t *patternTally) add(seq int64, head, text string, cut bool) {
+	hit := func(at int) {
+		t.total++
+		if len(t.hits) < t.limit {
+			t.hits = append(t.hits, Hit{Seq: seq, Rank: -float64(seq)})
+			t.pos = append(t.pos, at)
+		}
+	}
+	if t.fast && t.lc.local && !cut {
+		at, n := t.lc.scan(text)
+		if at >= 0 {
+			hit(at)
+		}
+		t.lines += n
+		return
+	}
+	re := t.lc.re
+	matched := false
+	if len(t.hits) < t.limit {
+		if loc := re.FindStringIndex(head); loc != nil {
+			hit(loc[0])
+			matched = true
+		}
+	} else if matched = re.MatchString(head); matched {
+		t.total++
+	}
+	t.lines += t.lc.count(text, matched || cut)
+}
+
+// merge adds what the parts found, parts in scan order, to t.
+func (t *patternTally) merge(parts []patternTally) {
+	for _, p := range parts {
+		n := min(len(p.hits), t.limit-len(t.hits))
+		t.hits = append(t.hits, p.hits[:n]...)
+		t.pos = append(t.pos, p.pos[:n]...)
+		t.total += p.total
+		t.lines += p.lines
+	}
+}
+
+// scanIndexed shows t the rows as scanRows does, through the reader's trigram index: the texts
+// it holds (in parts at once, one per core), or, when the memory budget left it only its
+// filters, the candidate rows read from SQLite. Only rows holding the trigrams of the literals every match holds can match, as
+// rows or by their lines (search_trigrams.go). Indexing may take half the budget; an index not
+// complete by then is finished by the next searches, and scanned is false: the caller scans.
+// t's line counter is tuned to the session's byte counts.
+func scanIndexed(ctx context.Context, db conn, o SearchOptions, filter string, args []any, deadline time.Time, t *patternTally) (scanned, done bool, err error) {
+	grams := patternTrigrams(o.Pattern)
+	gi, complete, err := db.sr.gramIndex(ctx, db, time.Now().Add(o.Budget/2))
+	if err != nil {
+		return false, false, err
+	}
+	defer gi.mu.Unlock()
+	t.lc.tune(&gi.freq)
+	switch {
+	case !complete:
+		return false, false, nil
+	case !gi.noTexts:
+		done, err = gi.scanTexts(ctx, db, o, grams, deadline, t)
+		return true, done, err
+	case len(grams) > 0:
+		done, err = scanCandidates(ctx, db, filter, args, gi.candidates(grams), deadline, t.add)
+		return true, done, err
+	}
+	return false, false, nil
 }
 
 // scanAll is scanRows over every row under filter, left out in SQL only those without the
@@ -164,6 +208,19 @@ type lineCounter struct {
 	// substring: the regexp has no empty-width assertion (^, $, \A, \z, \b, \B), so it
 	// matches a line only if it matches the whole text (a line is a substring of it).
 	substring bool
+	// local: no match of the regexp holds a \n and it has no ^, $, \A or \z, so it matches
+	// in a line exactly where it matches in the text at that line (\b and \B see a \n beside
+	// the line as they see its ends: a non-word character), and a text matches exactly when
+	// one of its lines does. scan counts such a text's lines in one pass.
+	local bool
+	// lits are the literals every match holds; need is one of them ("" when none) and scan
+	// tests only the lines holding it, found by its bytes at pair[0] < pair[1] (tune).
+	lits []string
+	need string
+	pair [2]int
+	// starting: the regexp anchored (^), for a local regexp whose every match starts with
+	// prefix (nothing before it to look at): scan tests each place prefix is at, within its line.
+	starting *regexp.Regexp
 }
 
 func newLineCounter(re *regexp.Regexp) *lineCounter {
@@ -171,16 +228,126 @@ func newLineCounter(re *regexp.Regexp) *lineCounter {
 	lc.prefix, _ = re.LiteralPrefix()
 	if t, err := syntax.Parse(re.String(), syntax.Perl); err == nil {
 		lc.substring = !hasEmptyWidth(t)
+		lc.local = !anchored(t) && !matchesNL(t)
+		for _, lit := range requiredLiterals(t) {
+			// A literal U+FFFD matches any invalid byte, which the text holds as itself.
+			if !strings.ContainsRune(lit, utf8.RuneError) {
+				lc.lits = append(lc.lits, lit)
+			}
+		}
+		if lc.local && lc.prefix != "" && !strings.ContainsRune(lc.prefix, utf8.RuneError) {
+			if a, err := regexp.Compile(`^(?:` + re.String() + `)`); err == nil {
+				lc.starting, lc.lits = a, []string{lc.prefix}
+			}
+		}
 	}
+	lc.tune(nil)
 	return lc
+}
+
+// tune picks the literal scan looks for and the two bytes it looks for it by: the literal
+// holding the byte freq (byte counts of the texts to scan; nil: none known) counts least, ties
+// going to the longer literal, and in it that byte and the next least counted one; without
+// freq, the longest literal's first and last bytes.
+func (lc *lineCounter) tune(freq *[256]uint64) {
+	count := func(lit string, i int) uint64 {
+		switch {
+		case freq != nil:
+			return freq[lit[i]]
+		case i == 0:
+			return 0
+		case i == len(lit)-1:
+			return 1
+		}
+		return 2
+	}
+	best := uint64(math.MaxUint64)
+	for _, lit := range lc.lits {
+		for i := range len(lit) {
+			if f := count(lit, i); f < best || f == best && len(lit) > len(lc.need) {
+				best, lc.need, lc.pair[0] = f, lit, i
+			}
+		}
+	}
+	lc.pair[1] = -1
+	for i := range len(lc.need) {
+		if i != lc.pair[0] && (lc.pair[1] < 0 || count(lc.need, i) < count(lc.need, lc.pair[1])) {
+			lc.pair[1] = i
+		}
+	}
+	if lc.pair[1] < lc.pair[0] {
+		lc.pair[0], lc.pair[1] = lc.pair[1], lc.pair[0]
+	}
+}
+
+// index is strings.Index(s, lc.need). A need of one byte is looked for with IndexByte; a
+// longer one eight places at a time, each place taken when it has the need's two bytes of
+// lc.pair where they belong (a word-wide compare, which skips the stops IndexByte makes at
+// every common byte), then compared whole.
+func (lc *lineCounter) index(s string) int {
+	n := len(lc.need)
+	if n == 1 {
+		return strings.IndexByte(s, lc.need[0])
+	}
+	p, q := lc.pair[0], lc.pair[1]
+	bp, bq := swarRepeat*uint64(lc.need[p]), swarRepeat*uint64(lc.need[q])
+	i := 0
+	for ; i+q+8 <= len(s); i += 8 {
+		m := swarZeros(binary.LittleEndian.Uint64([]byte(s[i+p:i+p+8]))^bp) & swarZeros(binary.LittleEndian.Uint64([]byte(s[i+q:i+q+8]))^bq)
+		for ; m != 0; m &= m - 1 {
+			if at := i + bits.TrailingZeros64(m)/8; at+n <= len(s) && s[at:at+n] == lc.need {
+				return at
+			}
+		}
+	}
+	if j := strings.Index(s[i:], lc.need); j >= 0 {
+		return i + j
+	}
+	return -1
+}
+
+const swarRepeat = 0x0101010101010101
+
+// swarZeros has the high bit of each byte of v that is zero set, and no other bit.
+func swarZeros(v uint64) uint64 {
+	const low7 = 0x7f7f7f7f7f7f7f7f
+	return ^((v&low7 + low7) | v | low7)
 }
 
 func hasEmptyWidth(t *syntax.Regexp) bool {
 	switch t.Op {
-	case syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+	case syntax.OpWordBoundary, syntax.OpNoWordBoundary:
 		return true
 	}
-	return slices.ContainsFunc(t.Sub, hasEmptyWidth)
+	return anchored(t) || slices.ContainsFunc(t.Sub, hasEmptyWidth)
+}
+
+// anchored reports a ^, $, \A or \z in t.
+func anchored(t *syntax.Regexp) bool {
+	switch t.Op {
+	case syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText:
+		return true
+	}
+	return slices.ContainsFunc(t.Sub, anchored)
+}
+
+// matchesNL reports whether some match of t may hold a \n: a literal \n, a class holding it
+// (negated classes and \s do), or . under the s flag.
+func matchesNL(t *syntax.Regexp) bool {
+	switch t.Op {
+	case syntax.OpLiteral:
+		return slices.Contains(t.Rune, '\n')
+	case syntax.OpCharClass:
+		for i := 0; i+1 < len(t.Rune); i += 2 {
+			if t.Rune[i] <= '\n' && '\n' <= t.Rune[i+1] {
+				return true
+			}
+		}
+		return false
+	case syntax.OpAnyChar:
+		return true
+	}
+	return slices.ContainsFunc(t.Sub, matchesNL)
 }
 
 // count returns the number of matching lines of text. maybe is false when the text is known
@@ -203,6 +370,79 @@ func (lc *lineCounter) count(text string, maybe bool) int {
 		}
 		text = rest
 	}
+}
+
+// scanChunk is about how many bytes of whole lines scan hands the regexp at once when the
+// regexp has no literal to look for: Go's backtracker clears a bit per instruction and byte of
+// its input at each call, and takes an input only up to 256 Ki bits.
+const scanChunk = 1024
+
+// scan returns the byte offset of the first match of a local regexp (lc.local) in text, -1 when
+// none, and the number of lines of text holding a match: the same as the regexp's first match
+// in the text and count over its lines, for a text of at most PatternChars characters. Lines
+// without lc.need are skipped; the others are tested at most once each, from their start.
+func (lc *lineCounter) scan(text string) (first, lines int) {
+	first = -1
+	hit := func(at int) (next int) {
+		if first < 0 {
+			first = at
+		}
+		lines++
+		if nl := strings.IndexByte(text[at:], '\n'); nl >= 0 {
+			return at + nl + 1
+		}
+		return len(text) + 1
+	}
+	if lc.starting != nil {
+		for start := 0; start <= len(text); {
+			i := lc.index(text[start:])
+			if i < 0 {
+				break
+			}
+			at := start + i
+			end := len(text)
+			if nl := strings.IndexByte(text[at:], '\n'); nl >= 0 {
+				end = at + nl
+			}
+			if lc.starting.MatchString(text[at:end]) {
+				start = hit(at)
+			} else {
+				start = at + 1
+			}
+		}
+		return first, lines
+	}
+	for start := 0; start <= len(text); {
+		var end int // [start, end) is the whole lines to test next
+		if lc.need != "" {
+			i := lc.index(text[start:])
+			if i < 0 {
+				break
+			}
+			end = start + i
+			start += strings.LastIndexByte(text[start:end], '\n') + 1
+		} else {
+			end = min(start+scanChunk, len(text))
+		}
+		if nl := strings.IndexByte(text[end:], '\n'); nl >= 0 {
+			end += nl
+		} else {
+			end = len(text)
+		}
+		// Matches are tested within whole lines, one call per matching line at most.
+		for start <= end {
+			loc := lc.re.FindStringIndex(text[start:end])
+			if loc == nil {
+				start = end + 1
+				break
+			}
+			start = hit(start + loc[0])
+			if lc.need != "" {
+				break // look for the literal again from the next line
+			}
+		}
+	}
+	return first, lines
 }
 
 // globLiteral returns a GLOB pattern that every text holding a match of re matches: the

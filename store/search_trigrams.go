@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"regexp"
 	"regexp/syntax"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -26,13 +27,19 @@ import (
 // Guarded by mu.
 type gramIndex struct {
 	mu      sync.Mutex
-	lastSeq int64    // highest seq indexed
-	seqs    []int64  // per row, ascending
-	offs    []uint32 // per row: its filter's first word in words
-	logBits []uint8  // per row: log2 of its filter's size in bits (≥ 6)
-	words   []uint64 // the filters, back to back
-	seen    []uint64 // scratch during refresh: one bit per trigram value (2²⁴), cleared after each row
-	distinc []uint32 // scratch: the row's distinct trigrams
+	lastSeq int64       // highest seq indexed
+	seqs    []int64     // per row, ascending
+	roles   []string    // per row: its role (interned)
+	texts   []string    // per row: its text, while the search memory budget keeps them
+	noTexts bool        // the budget dropped texts (the session's are too large): filters only
+	bytes   int64       // what the filters and texts take, about
+	mem     memEntry    // its place in the search memory budget (search_memory.go)
+	freq    [256]uint64 // how often each byte occurs in the rows' texts
+	offs    []uint32    // per row: its filter's first word in words
+	logBits []uint8     // per row: log2 of its filter's size in bits (≥ 6)
+	words   []uint64    // the filters, back to back
+	seen    []uint64    // scratch during refresh: one bit per trigram value (2²⁴), cleared after each row
+	distinc []uint32    // scratch: the row's distinct trigrams
 }
 
 // gramIndex returns the reader's trigram index, refreshed, and whether it covers every row:
@@ -51,7 +58,28 @@ func (sr *sharedReader) gramIndex(ctx context.Context, db conn, until time.Time)
 		gi.mu.Unlock()
 		return nil, false, err
 	}
+	drop := func() {
+		sr.gimu.Lock()
+		if sr.grams == gi {
+			sr.grams = nil
+		}
+		sr.gimu.Unlock()
+	}
+	if !searchMem.use(&gi.mem, gi.bytes, drop) && !gi.noTexts {
+		gi.dropTexts()
+		searchMem.use(&gi.mem, gi.bytes, drop)
+	}
 	return gi, complete, nil
+}
+
+// dropTexts lets the texts go when they alone are past the search memory budget: the index
+// keeps its filters and pattern searches read the texts from SQLite.
+func (gi *gramIndex) dropTexts() {
+	gi.noTexts = true
+	for _, t := range gi.texts {
+		gi.bytes -= int64(len(t))
+	}
+	gi.texts = nil
 }
 
 // refreshEvery is how many rows a refresh indexes between two looks at the clock.
@@ -60,20 +88,26 @@ const refreshEvery = 256
 // refresh indexes the rows stored since the last refresh, until the deadline; complete is
 // false when it stopped there.
 func (gi *gramIndex) refresh(ctx context.Context, db conn, until time.Time) (complete bool, err error) {
-	rows, err := db.QueryContext(ctx, "SELECT seq, text FROM messages WHERE seq > ? ORDER BY seq", gi.lastSeq)
+	rows, err := db.QueryContext(ctx, "SELECT seq, role, text FROM messages WHERE seq > ? ORDER BY seq", gi.lastSeq)
 	if err != nil {
 		return false, fmt.Errorf("index trigrams: %w", err)
 	}
 	defer rows.Close()
 	defer func() { gi.seen = nil }() // 2 MB of scratch, allocated again when rows arrive
-	var text []byte
 	for n := 1; rows.Next(); n++ {
 		var seq int64
-		if err := rows.Scan(&seq, &text); err != nil {
+		var role, text string
+		if err := rows.Scan(&seq, &role, &text); err != nil {
 			return false, fmt.Errorf("index trigrams: %w", err)
 		}
-		gi.add(seq, text)
-		if n%refreshEvery == 0 && time.Now().After(until) {
+		gi.add(seq, role, text)
+		if n%refreshEvery != 0 {
+			continue
+		}
+		if !gi.noTexts && gi.bytes > searchMem.budget() {
+			gi.dropTexts() // now rather than after reading the rest
+		}
+		if time.Now().After(until) {
 			return false, nil
 		}
 	}
@@ -89,12 +123,16 @@ func trigram(a, b, c byte) uint32 { return uint32(a)<<16 | uint32(b)<<8 | uint32
 // gramBit is the bit of trigram g in a filter of 2^logBits bits.
 func gramBit(g uint32, logBits uint8) uint32 { return (g * 0x9e3779b1) >> (32 - logBits) }
 
-// add appends row seq's filter: about 8 bits per distinct trigram, one bit set for each.
-func (gi *gramIndex) add(seq int64, text []byte) {
+// add appends row seq's filter (about 8 bits per distinct trigram, one bit set for each),
+// role and text.
+func (gi *gramIndex) add(seq int64, role, text string) {
 	if gi.seen == nil {
 		gi.seen = make([]uint64, 1<<24/64)
 	}
 	gi.distinc = gi.distinc[:0]
+	for i := range len(text) {
+		gi.freq[text[i]]++
+	}
 	for i := 0; i+2 < len(text); i++ {
 		g := trigram(text[i], text[i+1], text[i+2])
 		if w, b := g/64, uint64(1)<<(g%64); gi.seen[w]&b == 0 {
@@ -112,9 +150,31 @@ func (gi *gramIndex) add(seq int64, text []byte) {
 		f[b/64] |= 1 << (b % 64)
 	}
 	gi.seqs = append(gi.seqs, seq)
+	gi.roles = append(gi.roles, internRole(role))
+	if !gi.noTexts {
+		gi.texts = append(gi.texts, text)
+		gi.bytes += int64(len(text))
+	}
+	gi.bytes += int64(8<<(logBits-6)) + gramRowBytes
 	gi.offs = append(gi.offs, uint32(off))
 	gi.logBits = append(gi.logBits, logBits)
 	gi.lastSeq = seq
+}
+
+// gramRowBytes is what a row takes in a gramIndex besides its filter and text: seq, offset,
+// log, and the role's and text's string headers.
+const gramRowBytes = 8 + 4 + 1 + 16 + 16
+
+// holds reports whether row i's filter holds every trigram of grams.
+func (gi *gramIndex) holds(i int, grams []uint32) bool {
+	lb := gi.logBits[i]
+	f := gi.words[gi.offs[i]:]
+	for _, g := range grams {
+		if b := gramBit(g, lb); f[b/64]&(1<<(b%64)) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // candidates returns, newest first, the seqs of the rows whose filters hold every trigram of
@@ -122,20 +182,74 @@ func (gi *gramIndex) add(seq int64, text []byte) {
 func (gi *gramIndex) candidates(grams []uint32) []int64 {
 	var out []int64
 	for i := len(gi.seqs) - 1; i >= 0; i-- {
-		lb := gi.logBits[i]
-		f := gi.words[gi.offs[i]:]
-		ok := true
-		for _, g := range grams {
-			if b := gramBit(g, lb); f[b/64]&(1<<(b%64)) == 0 {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if gi.holds(i, grams) {
 			out = append(out, gi.seqs[i])
 		}
 	}
 	return out
+}
+
+// scanTexts shows t, as scanRows does, the rows whose texts gi holds that hold grams and are
+// under o's filters, newest first, until deadline; done is false when the deadline stopped it.
+// The rows are split in parts scanned at once, one per core (the scan is bound by the regexp,
+// and one search has the cores to itself most of the time), each tallied on its own and merged
+// in order, so the result is the one scan's. in_context changes after rows are stored, so it
+// is read per search (only when asked for).
+func (gi *gramIndex) scanTexts(ctx context.Context, db conn, o SearchOptions, grams []uint32, deadline time.Time, t *patternTally) (done bool, err error) {
+	var inContext map[int64]bool
+	if o.InContext != nil {
+		if inContext, err = inContextSeqs(ctx, db, *o.InContext); err != nil {
+			return false, err
+		}
+	}
+	n := len(gi.seqs)
+	parts := make([]patternTally, min(runtime.GOMAXPROCS(0), max(n/scanPartRows, 1), 8))
+	stopped := make([]bool, len(parts))
+	var wg sync.WaitGroup
+	for p := range parts {
+		// Part 0 is the newest rows.
+		lo, hi := n-n*(p+1)/len(parts), n-n*p/len(parts)
+		parts[p] = patternTally{lc: t.lc, limit: t.limit, fast: t.fast}
+		wg.Go(func() {
+			k := 0
+			for i := hi - 1; i >= lo; i-- {
+				if !gi.holds(i, grams) || len(o.Roles) > 0 && !slices.Contains(o.Roles, gi.roles[i]) || inContext != nil && !inContext[gi.seqs[i]] {
+					continue
+				}
+				if k++; k%budgetEvery == 0 && time.Now().After(deadline) {
+					stopped[p] = true
+					return
+				}
+				text := gi.texts[i]
+				head := headChars(text, PatternChars)
+				parts[p].add(gi.seqs[i], head, text, len(head) < len(text))
+			}
+		})
+	}
+	wg.Wait()
+	t.merge(parts)
+	return !slices.Contains(stopped, true), nil
+}
+
+// scanPartRows is the fewest rows scanTexts gives a part of its own (tests lower it).
+var scanPartRows = 4096
+
+// inContextSeqs returns the seqs of the rows whose in_context is want.
+func inContextSeqs(ctx context.Context, db conn, want bool) (map[int64]bool, error) {
+	rows, err := db.QueryContext(ctx, "SELECT m.seq FROM messages m WHERE m.in_context = ?", want)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	seqs := map[int64]bool{}
+	for rows.Next() {
+		var s int64
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		seqs[s] = true
+	}
+	return seqs, rows.Err()
 }
 
 // patternTrigrams returns the distinct trigrams (as bytes of UTF-8) of the literals every

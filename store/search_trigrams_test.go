@@ -41,7 +41,17 @@ func genPattern(rng *rand.Rand, depth int) string {
 	if depth <= 0 {
 		return regexp.QuoteMeta(lits[rng.IntN(len(lits))])
 	}
-	switch rng.IntN(12) {
+	switch rng.IntN(18) {
+	case 12:
+		return genPattern(rng, depth-1) + []string{`\d`, `\w+`, `[a-z]{2}`, `\S`, `[[:alpha:]]+`, `[^ab]`}[rng.IntN(6)] + genPattern(rng, depth-1)
+	case 13:
+		return []string{`\d+`, `\w`, `[A-Z]\w*`, `[é世]`, `\pL{3}`}[rng.IntN(5)]
+	case 14: // may match a \n: counted line by line
+		return genPattern(rng, depth-1) + []string{`\s`, `(?s).`, `[^x]`, `\n`, `\D`}[rng.IntN(5)] + genPattern(rng, depth-1)
+	case 15:
+		return `\b\w+` + genPattern(rng, depth-1) + `\B`
+	case 16:
+		return "(?i)" + genPattern(rng, depth-1) + `\d`
 	case 0:
 		return genPattern(rng, depth-1) + "|" + genPattern(rng, depth-1)
 	case 1:
@@ -49,7 +59,7 @@ func genPattern(rng *rand.Rand, depth int) string {
 	case 2:
 		return "(?:" + genPattern(rng, depth-1) + ")*"
 	case 3:
-		return genPattern(rng, depth-1) + "?"
+		return "(?:" + genPattern(rng, depth-1) + ")?"
 	case 4:
 		return "[ab]" + genPattern(rng, depth-1)
 	case 5:
@@ -68,10 +78,13 @@ func genPattern(rng *rand.Rand, depth int) string {
 	return genPattern(rng, depth-1) + genPattern(rng, depth-1)
 }
 
-// TestPatternPrefilterMatchesFullScan: over generated rows and patterns, with every filter,
-// limit and KeysOnly, a pattern search through the trigram prefilter returns exactly what
-// the full scan of every row returns (hits with their excerpts, both counts), also after rows
-// are added to a session the index has already read.
+// TestPatternPrefilterMatchesFullScan: over generated rows and patterns (literals, classes,
+// repetitions, assertions, some that may match a \n), with every filter, limit and KeysOnly, a
+// pattern search on the fast path (the texts held in memory, the trigram prefilter, lines
+// counted in one pass) returns exactly what the full scan of every row read from SQLite with
+// each line tested on its own returns (hits with their excerpts, both counts), also after rows
+// are added to a session the index has already read, and when the memory budget keeps only
+// the filters.
 func TestPatternPrefilterMatchesFullScan(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(18, 4))
@@ -89,8 +102,14 @@ func TestPatternPrefilterMatchesFullScan(t *testing.T) {
 	addRows(300)
 	yes, no := true, false
 	filters := []SearchOptions{{}, {Roles: []string{"user", "tool"}}, {Roles: []string{"assistant"}, InContext: &yes}, {InContext: &no}}
-	prefiltered := 0
-	for round := range 3 {
+	defer func(n int) { scanPartRows = n }(scanPartRows)
+	scanPartRows = 50 // the texts scanned in parts, merged
+	prefiltered, local := 0, 0
+	for round := range 4 {
+		if round == 3 {
+			// A budget the texts do not fit: filters only, texts read from SQLite.
+			defer searchMem.setLimit(searchMem.setLimit(1 << 10))
+		}
 		rd := mustReader(t, r, "s")
 		c, err := rd.conn()
 		if err != nil {
@@ -104,6 +123,9 @@ func TestPatternPrefilterMatchesFullScan(t *testing.T) {
 			}
 			if len(patternTrigrams(re)) > 0 {
 				prefiltered++
+			}
+			if newLineCounter(re).local {
+				local++
 			}
 			o := filters[i%len(filters)]
 			o.Pattern = re
@@ -131,8 +153,11 @@ func TestPatternPrefilterMatchesFullScan(t *testing.T) {
 		}
 		addRows(60) // the pooled reader's index reads only these
 	}
-	if prefiltered < 60 {
-		t.Errorf("only %d of 300 generated patterns had required trigrams: the test barely exercises the prefilter", prefiltered)
+	if prefiltered < 80 {
+		t.Errorf("only %d of 400 generated patterns had required trigrams: the test barely exercises the prefilter", prefiltered)
+	}
+	if local < 150 || local > 350 {
+		t.Errorf("%d of 400 generated patterns counted lines in one pass: the test barely exercises one of the two ways", local)
 	}
 }
 
@@ -208,5 +233,35 @@ func TestGramIndexRefreshStopsAtDeadline(t *testing.T) {
 	res, err := rd.Search(ctx, SearchOptions{Pattern: regexp.MustCompile(`KEY-51\b`)})
 	if err != nil || res.TotalMatches != 1 || len(res.Hits) != 1 || res.Hits[0].Seq != 52 {
 		t.Fatalf("search %+v, %v", res, err)
+	}
+}
+
+// TestLineCounterIndex: the literal search scan uses finds what strings.Index finds, whichever
+// two bytes of the literal it looks for first (with and without byte counts), near the ends of the text and across its 8-byte
+// steps.
+func TestLineCounterIndex(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	alphabet := "ab\x00\xff\n"
+	gen := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	for range 20000 {
+		s, need := gen(rng.IntN(40)), gen(1+rng.IntN(5))
+		lc := &lineCounter{lits: []string{need}}
+		var freq [256]uint64
+		for i := range freq {
+			freq[i] = uint64(rng.IntN(4))
+		}
+		lc.tune(&freq)
+		if rng.IntN(4) == 0 {
+			lc.tune(nil)
+		}
+		if got, want := lc.index(s), strings.Index(s, need); got != want {
+			t.Fatalf("index(%q) of %q (bytes %v) = %d, want %d", s, need, lc.pair, got, want)
+		}
 	}
 }

@@ -40,22 +40,42 @@ type vectorIndex struct {
 	vecs      []float32       // dim values per slot
 	scratch   []float64       // per slot: the float32 pass's cosine
 	roleIndex map[string]bool // reused filter set
+	mem       memEntry        // its place in the search memory budget (search_memory.go)
 }
 
-// vectorIndex returns the reader's vector index for (model, dim), refreshed from the vectors table.
-// The caller holds the returned index's mu.
+// vectorSlotBytes is what a slot takes besides its vector: seq, role header, norm, scratch
+// and its entry in slot, about.
+const vectorSlotBytes = 8 + 16 + 8 + 8 + 40
+
+// vectorIndex returns the reader's vector index for (model, dim), refreshed from the vectors
+// table, and accounted in the search memory budget: an index past the whole budget serves
+// this search and is let go. The caller holds the returned index's mu.
+
 func (sr *sharedReader) vectorIndex(ctx context.Context, db conn, model string, dim int) (*vectorIndex, error) {
 	sr.vimu.Lock()
-	vi := sr.vectors
+	vi, old := sr.vectors, (*vectorIndex)(nil)
 	if vi == nil || vi.model != model || vi.dim != dim {
-		vi = &vectorIndex{model: model, dim: dim, slot: map[int64]int{}}
+		old, vi = vi, &vectorIndex{model: model, dim: dim, slot: map[int64]int{}}
 		sr.vectors = vi
 	}
 	sr.vimu.Unlock()
+	if old != nil {
+		searchMem.forget(&old.mem)
+	}
 	vi.mu.Lock()
 	if err := vi.refresh(ctx, db); err != nil {
 		vi.mu.Unlock()
 		return nil, err
+	}
+	drop := func() {
+		sr.vimu.Lock()
+		if sr.vectors == vi {
+			sr.vectors = nil
+		}
+		sr.vimu.Unlock()
+	}
+	if !searchMem.use(&vi.mem, int64(4*len(vi.vecs)+vectorSlotBytes*len(vi.seqs)), drop) {
+		drop()
 	}
 	return vi, nil
 }
@@ -166,20 +186,8 @@ func nearest(ctx context.Context, db conn, o SearchOptions, k int, also []int64)
 	// in_context changes after rows are stored, so it is read per search (only when asked for).
 	var inContext map[int64]bool
 	if o.InContext != nil {
-		inContext = map[int64]bool{}
-		rows, err := db.QueryContext(ctx, "SELECT m.seq FROM messages m WHERE m.in_context = ?", *o.InContext)
-		if err != nil {
-			return nil, nil, fmt.Errorf("scan vectors: %w", err)
-		}
-		for rows.Next() {
-			var s int64
-			if err := rows.Scan(&s); err != nil {
-				rows.Close()
-				return nil, nil, fmt.Errorf("scan vectors: %w", err)
-			}
-			inContext[s] = true
-		}
-		if err := rows.Close(); err != nil {
+		var err error
+		if inContext, err = inContextSeqs(ctx, db, *o.InContext); err != nil {
 			return nil, nil, fmt.Errorf("scan vectors: %w", err)
 		}
 	}

@@ -1,0 +1,165 @@
+//go:build sqlite_fts5
+
+package store
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestMain removes what the benchmarks built once for the whole run (bench1M).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bench1M.dir != "" {
+		_ = os.RemoveAll(bench1M.dir)
+	}
+	os.Exit(code)
+}
+
+// bench1M is the 1,000,000-row session of BenchmarkSearchLexical1M, built once per run in a
+// temporary directory (removed by TestMain).
+var bench1M struct {
+	once  sync.Once
+	dir   string
+	path  string // the session's database
+	build time.Duration
+	err   error
+}
+
+// bench1MRows is how many rows bench1M's session holds.
+const bench1MRows = 1_000_000
+
+// bench1MServices are the names a bench1M row mentions, one per row: each matches about a
+// twelfth of the rows.
+var bench1MServices = strings.Fields("payments auth search checkout inventory notify profile gateway ledger media export billing")
+
+// bench1MText is row i of bench1M's session, a conversation in threes as cmd/bench's scale
+// case writes it (about 200 bytes and two lines a row): a user's question naming a request,
+// the assistant's grep for it, and four log lines of the request's service.
+func bench1MText(rng *rand.Rand, i int) (role, kind, text string) {
+	svc := bench1MServices[rng.IntN(len(bench1MServices))]
+	switch i % 3 {
+	case 0:
+		return "user", "text", fmt.Sprintf("Why did request r-%08x-0 from %s fail? Fix the handler.", i+2, svc)
+	case 1:
+		return "assistant", "tool_use", fmt.Sprintf(`{"command":"grep -n 'r-%08x' logs/%s.log"}`, i+1, svc)
+	}
+	lines := make([]string, 4)
+	for l := range lines {
+		lines[l] = fmt.Sprintf("2026-10-30T09:%02d:%02dZ %s %s req=r-%08x-%d user=u-%05d latency_ms=%d",
+			(i/60)%60, i%60, []string{"INFO", "WARN", "ERROR"}[rng.IntN(3)], svc, i, l, rng.IntN(100000), rng.IntN(3000))
+	}
+	return "tool", "tool_result", strings.Join(lines, "\n")
+}
+
+// open1M returns a Root over bench1M's directory, building the session on the first call
+// through DB.SyncRows, 500 rows a call as the proxy writes them.
+func open1M(b *testing.B) *Root {
+	b.Helper()
+	bench1M.once.Do(func() {
+		start := time.Now()
+		bench1M.dir, bench1M.err = os.MkdirTemp("", "store-bench-1m-")
+		if bench1M.err != nil {
+			return
+		}
+		r, err := Open(filepath.Join(bench1M.dir, "context"))
+		if err != nil {
+			bench1M.err = err
+			return
+		}
+		defer r.Close()
+		d, err := r.Session("bench")
+		if err != nil {
+			bench1M.err = err
+			return
+		}
+		bench1M.path = d.Path()
+		rng := rand.New(rand.NewPCG(1, 1))
+		prev, thread := "", ""
+		rows := make([]RowWrite, 0, 500)
+		for i := range bench1MRows {
+			role, kind, text := bench1MText(rng, i)
+			fp := Fingerprint(prev, role, kind, "", text)
+			if thread == "" {
+				thread = fp
+			}
+			rows = append(rows, RowWrite{Fingerprint: fp, Thread: thread, Role: role, Kind: kind, Text: text, InContext: true})
+			prev = fp
+			if len(rows) == cap(rows) || i == bench1MRows-1 {
+				if _, err := d.SyncRows(rows, time.Now()); err != nil {
+					bench1M.err = err
+					return
+				}
+				rows = rows[:0]
+			}
+		}
+		bench1M.build = time.Since(start)
+	})
+	if bench1M.err != nil {
+		b.Fatal(bench1M.err)
+	}
+	var size int64
+	if fi, err := os.Stat(bench1M.path); err == nil {
+		size = fi.Size()
+	}
+	b.Logf("%d rows built through SyncRows in %v (once per run), db %d MB", bench1MRows, bench1M.build.Round(time.Second), size>>20)
+	r, err := Open(filepath.Join(bench1M.dir, "context"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+// BenchmarkSearchLexical1M: words queries on a 1,000,000-row session, a reader opened and
+// closed per search as smart_compact_search does (pooled). rare_and_common is cmd/bench's
+// scale query (a request id, one row, and a service name, about 83,000 rows); common_word a
+// service name alone. Each case runs latencySamples searches per iteration at rows spread over
+// the session and reports their p50 and p99 in milliseconds.
+func BenchmarkSearchLexical1M(b *testing.B) {
+	r := open1M(b)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		query func(rng *rand.Rand) string
+	}{
+		{"rare_and_common", func(rng *rand.Rand) string {
+			return fmt.Sprintf("r-%08x-1 %s", 3*rng.IntN(bench1MRows/3)+2, bench1MServices[rng.IntN(len(bench1MServices))])
+		}},
+		{"common_word", func(rng *rand.Rand) string { return bench1MServices[rng.IntN(len(bench1MServices))] }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(2, 2))
+			search := func() SearchResult {
+				rd, err := r.OpenReader("bench")
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer rd.Close()
+				res, err := rd.Search(ctx, SearchOptions{Query: c.query(rng)})
+				if err != nil || res.TotalMatches == 0 {
+					b.Fatal(res, err)
+				}
+				return res
+			}
+			res := search() // warm the pool and the page cache
+			var ds []time.Duration
+			for b.Loop() {
+				for range latencySamples {
+					t := time.Now()
+					search()
+					ds = append(ds, time.Since(t))
+				}
+			}
+			reportLatency(b, ds)
+			b.ReportMetric(float64(res.TotalMatches), "matches")
+		})
+	}
+}

@@ -260,9 +260,9 @@ func mcpStdio(ctx context.Context, args []string, sys system) error {
 	// The embedding settings come from the same config as serve's. Recall must work while
 	// that config is broken, so an error only turns hybrid search off.
 	var cfg Config
-	if path, explicit, err := ConfigPath("", sys.getenv, sys.configDir); err != nil {
+	if path, explicit, err := Path("", sys.getenv, sys.configDir); err != nil {
 		sys.log.Warn("mcp: config not read, hybrid search off", "err", err)
-	} else if cfg, err = LoadConfig(path, explicit, sys.getenv); err != nil {
+	} else if cfg, err = Load(path, explicit, sys.getenv); err != nil {
 		sys.log.Warn("mcp: config not read, hybrid search off", "err", err)
 		cfg = Config{}
 	}

@@ -20,17 +20,17 @@ import (
 )
 
 // Agent names as they appear in [context_proxy.agents], route prefixes and events
-// (DESIGN.md §5). agentUnknown is a request on an unprefixed route whose agent the proxy
+// (DESIGN.md §5). AgentUnknown is a request on an unprefixed route whose agent the proxy
 // could not infer; it has no config key and follows the master switch.
 const (
-	agentClaudeCode = "claude-code"
-	agentCodex      = "codex"
-	agentOpenCode   = "opencode"
-	agentUnknown    = "unknown"
+	AgentClaudeCode = "claude-code"
+	AgentCodex      = "codex"
+	AgentOpenCode   = "opencode"
+	AgentUnknown    = "unknown"
 )
 
-// configuredAgents are the agents with a [context_proxy.agents] key, in display order.
-var configuredAgents = []string{agentClaudeCode, agentCodex, agentOpenCode}
+// ConfiguredAgents are the agents with a [context_proxy.agents] key, in display order.
+var ConfiguredAgents = []string{AgentClaudeCode, AgentCodex, AgentOpenCode}
 
 // Config is the resolved configuration of the service: config.toml overlaid by the
 // environment, validated, defaults filled in (DESIGN.md §7; seed 001, "Configuration").
@@ -72,9 +72,9 @@ type Config struct {
 	Warnings []string
 }
 
-// fileConfig mirrors config.toml. Pointers tell an absent key from a zero value.
-type fileConfig struct {
-	ContextProxy fileContextProxy `toml:"context_proxy"`
+// File mirrors config.toml. Pointers tell an absent key from a zero value.
+type File struct {
+	ContextProxy FileContextProxy `toml:"context_proxy"`
 	Compaction   struct {
 		MaxChars *int64 `toml:"max_chars"`
 		Recall   *bool  `toml:"recall"`
@@ -92,40 +92,40 @@ type fileConfig struct {
 		Codex     *string `toml:"codex"`
 		// Agents are the per-agent tables [upstream.agents.<agent>].
 		Agents struct {
-			ClaudeCode fileUpstreams `toml:"claude-code"`
-			Codex      fileUpstreams `toml:"codex"`
-			OpenCode   fileUpstreams `toml:"opencode"`
+			ClaudeCode FileUpstreams `toml:"claude-code"`
+			Codex      FileUpstreams `toml:"codex"`
+			OpenCode   FileUpstreams `toml:"opencode"`
 		} `toml:"agents"`
 	} `toml:"upstream"`
 	Prices map[string]filePrice `toml:"prices"` // config_prices.go
 	Memory *fileMemory          `toml:"memory"` // config_memory.go
 }
 
-// families returns [upstream]'s keys by API family.
-func (f *fileConfig) families() map[string]*string {
+// Families returns [upstream]'s keys by API family.
+func (f *File) Families() map[string]*string {
 	u := &f.Upstream
-	return fileUpstreams{u.Anthropic, u.OpenAI, u.Codex}.byFamily()
+	return FileUpstreams{u.Anthropic, u.OpenAI, u.Codex}.ByFamily()
 }
 
-// agentUpstreams returns [upstream.agents.<agent>] by agent ("" for an agent without one).
-func (f *fileConfig) agentUpstreams(agent string) fileUpstreams {
+// AgentUpstreams returns [upstream.agents.<agent>] by agent ("" for an agent without one).
+func (f *File) AgentUpstreams(agent string) FileUpstreams {
 	a := &f.Upstream.Agents
-	return map[string]fileUpstreams{agentClaudeCode: a.ClaudeCode, agentCodex: a.Codex, agentOpenCode: a.OpenCode}[agent]
+	return map[string]FileUpstreams{AgentClaudeCode: a.ClaudeCode, AgentCodex: a.Codex, AgentOpenCode: a.OpenCode}[agent]
 }
 
-// fileUpstreams are the base URL keys of [upstream] and of [upstream.agents.<agent>].
-type fileUpstreams struct {
+// FileUpstreams are the base URL keys of [upstream] and of [upstream.agents.<agent>].
+type FileUpstreams struct {
 	Anthropic *string `toml:"anthropic"`
 	OpenAI    *string `toml:"openai"`
 	Codex     *string `toml:"codex"`
 }
 
-// byFamily returns the keys by API family.
-func (u fileUpstreams) byFamily() map[string]*string {
+// ByFamily returns the keys by API family.
+func (u FileUpstreams) ByFamily() map[string]*string {
 	return map[string]*string{"anthropic": u.Anthropic, "openai": u.OpenAI, "codex": u.Codex}
 }
 
-type fileContextProxy struct {
+type FileContextProxy struct {
 	Enabled             *bool    `toml:"enabled"`
 	Port                *int64   `toml:"port"`
 	TrimAtTokens        *int64   `toml:"trim_at_tokens"`
@@ -142,15 +142,15 @@ type fileContextProxy struct {
 	fileTimeouts // body_read_timeout_s, upstream_idle_timeout_s (config_timeouts.go)
 }
 
-// key is one config.toml key with its environment override and the values it accepts.
-type key struct {
-	section, name string
-	env           string             // "" when there is no override
-	accepts       string             // quoted in errors
+// Key is one config.toml Key with its environment override and the values it accepts.
+type Key struct {
+	Section, Name string
+	Env           string             // "" when there is no override
+	Accepts       string             // quoted in errors
 	ok            func(float64) bool // range check for numbers; nil for other kinds
 }
 
-func (k key) String() string { return "[" + k.section + "] " + k.name }
+func (k Key) String() string { return "[" + k.Section + "] " + k.Name }
 
 func between(lo, hi float64) func(float64) bool {
 	return func(v float64) bool { return v >= lo && v <= hi }
@@ -160,61 +160,61 @@ func atLeast(lo float64) func(float64) bool { return func(v float64) bool { retu
 
 // The keys of seed 001's configuration table plus [upstream] (DESIGN.md §7).
 var (
-	keyEnabled             = key{"context_proxy", "enabled", "CONTEXT_PROXY_ENABLED", "true or false (env: 0, 1, true, false)", nil}
-	keyPort                = key{"context_proxy", "port", "CONTEXT_PROXY_PORT", "an integer from 1 to 65535", between(1, 65535)}
-	keyTrimAtTokens        = key{"context_proxy", "trim_at_tokens", "CONTEXT_TRIM_AT_TOKENS", "an integer of at least 1", atLeast(1)}
-	keyTrimToFraction      = key{"context_proxy", "trim_to_fraction", "CONTEXT_TRIM_TO_FRACTION", "a number between 0 and 1, both excluded", func(v float64) bool { return v > 0 && v < 1 }}
-	keyCharsPerToken       = key{"context_proxy", "chars_per_token", "CONTEXT_CHARS_PER_TOKEN", "a number greater than 0", func(v float64) bool { return v > 0 }}
-	keyCompressOverTokens  = key{"context_proxy", "compress_over_tokens", "CONTEXT_COMPRESS_OVER_TOKENS", "an integer of at least 0 (0 disables compression)", atLeast(0)}
-	keyStandingInstruction = key{"context_proxy", "standing_instruction", "CONTEXT_STANDING_INSTRUCTION", "true or false (env: 0, 1, true, false)", nil}
-	keyPaused              = key{"context_proxy", "paused", "", "true or false", nil}
-	keyAgentClaudeCode     = key{"context_proxy.agents", agentClaudeCode, "", "true or false", nil}
-	keyAgentCodex          = key{"context_proxy.agents", agentCodex, "", "true or false", nil}
-	keyAgentOpenCode       = key{"context_proxy.agents", agentOpenCode, "", "true or false", nil}
-	keyMaxChars            = key{"compaction", "max_chars", "CONTEXT_COMPACTION_MAX_CHARS", "an integer of at least 0", atLeast(0)}
-	keyRecall              = key{"compaction", "recall", "CONTEXT_COMPACTION_RECALL", "true or false (env: 0, 1, true, false)", nil}
-	keyTTLDays             = key{"context_store", "ttl_days", "CONTEXT_STORE_TTL_DAYS", "an integer of at least 0 (0 keeps everything)", atLeast(0)}
-	keyEmbeddingModel      = key{"context_store", "embedding_model", "CONTEXT_EMBEDDING_MODEL", "a model name (empty turns vectors off)", nil}
-	keyEmbeddingURL        = key{"context_store", "embedding_url", "CONTEXT_EMBEDDING_URL", "an absolute http or https URL", nil}
-	keyEmbeddingTimeoutS   = key{"context_store", "embedding_timeout_s", "CONTEXT_EMBEDDING_TIMEOUT_S", "an integer of at least 1 (seconds)", atLeast(1)}
-	keyEmbeddingMaxChars   = key{"context_store", "embedding_max_chars", "CONTEXT_EMBEDDING_MAX_CHARS", "an integer of at least 1", atLeast(1)}
-	keyUpstreamAnthropic   = key{"upstream", "anthropic", "SMARTER_COMPACT_UPSTREAM_ANTHROPIC", "an absolute http or https URL", nil}
-	keyUpstreamOpenAI      = key{"upstream", "openai", "SMARTER_COMPACT_UPSTREAM_OPENAI", "an absolute http or https URL", nil}
-	keyUpstreamCodex       = key{"upstream", "codex", "SMARTER_COMPACT_UPSTREAM_CODEX", "an absolute http or https URL", nil}
+	KeyEnabled             = Key{"context_proxy", "enabled", "CONTEXT_PROXY_ENABLED", "true or false (env: 0, 1, true, false)", nil}
+	KeyPort                = Key{"context_proxy", "port", "CONTEXT_PROXY_PORT", "an integer from 1 to 65535", between(1, 65535)}
+	KeyTrimAtTokens        = Key{"context_proxy", "trim_at_tokens", "CONTEXT_TRIM_AT_TOKENS", "an integer of at least 1", atLeast(1)}
+	KeyTrimToFraction      = Key{"context_proxy", "trim_to_fraction", "CONTEXT_TRIM_TO_FRACTION", "a number between 0 and 1, both excluded", func(v float64) bool { return v > 0 && v < 1 }}
+	KeyCharsPerToken       = Key{"context_proxy", "chars_per_token", "CONTEXT_CHARS_PER_TOKEN", "a number greater than 0", func(v float64) bool { return v > 0 }}
+	KeyCompressOverTokens  = Key{"context_proxy", "compress_over_tokens", "CONTEXT_COMPRESS_OVER_TOKENS", "an integer of at least 0 (0 disables compression)", atLeast(0)}
+	KeyStandingInstruction = Key{"context_proxy", "standing_instruction", "CONTEXT_STANDING_INSTRUCTION", "true or false (env: 0, 1, true, false)", nil}
+	KeyPaused              = Key{"context_proxy", "paused", "", "true or false", nil}
+	keyAgentClaudeCode     = Key{"context_proxy.agents", AgentClaudeCode, "", "true or false", nil}
+	keyAgentCodex          = Key{"context_proxy.agents", AgentCodex, "", "true or false", nil}
+	keyAgentOpenCode       = Key{"context_proxy.agents", AgentOpenCode, "", "true or false", nil}
+	KeyMaxChars            = Key{"compaction", "max_chars", "CONTEXT_COMPACTION_MAX_CHARS", "an integer of at least 0", atLeast(0)}
+	KeyRecall              = Key{"compaction", "recall", "CONTEXT_COMPACTION_RECALL", "true or false (env: 0, 1, true, false)", nil}
+	KeyTTLDays             = Key{"context_store", "ttl_days", "CONTEXT_STORE_TTL_DAYS", "an integer of at least 0 (0 keeps everything)", atLeast(0)}
+	KeyEmbeddingModel      = Key{"context_store", "embedding_model", "CONTEXT_EMBEDDING_MODEL", "a model name (empty turns vectors off)", nil}
+	KeyEmbeddingURL        = Key{"context_store", "embedding_url", "CONTEXT_EMBEDDING_URL", "an absolute http or https URL", nil}
+	KeyEmbeddingTimeoutS   = Key{"context_store", "embedding_timeout_s", "CONTEXT_EMBEDDING_TIMEOUT_S", "an integer of at least 1 (seconds)", atLeast(1)}
+	KeyEmbeddingMaxChars   = Key{"context_store", "embedding_max_chars", "CONTEXT_EMBEDDING_MAX_CHARS", "an integer of at least 1", atLeast(1)}
+	KeyUpstreamAnthropic   = Key{"upstream", "anthropic", "SMARTER_COMPACT_UPSTREAM_ANTHROPIC", "an absolute http or https URL", nil}
+	KeyUpstreamOpenAI      = Key{"upstream", "openai", "SMARTER_COMPACT_UPSTREAM_OPENAI", "an absolute http or https URL", nil}
+	KeyUpstreamCodex       = Key{"upstream", "codex", "SMARTER_COMPACT_UPSTREAM_CODEX", "an absolute http or https URL", nil}
 )
 
-// upstreamFamilies are the API families of [upstream], in display order.
-var upstreamFamilies = []string{"anthropic", "openai", "codex"}
+// UpstreamFamilies are the API families of [upstream], in display order.
+var UpstreamFamilies = []string{"anthropic", "openai", "codex"}
 
 // agentUpstreamKey is the key of [upstream.agents.<agent>] <family> (no environment
 // override): a per-agent upstream, which wins over [upstream] <family> for that agent only.
-func agentUpstreamKey(agent, family string) key {
-	return key{"upstream.agents." + agent, family, "", "an absolute http or https URL", nil}
+func agentUpstreamKey(agent, family string) Key {
+	return Key{"upstream.agents." + agent, family, "", "an absolute http or https URL", nil}
 }
 
-// allKeys finds a key from go-toml's key path when the file gives a value of the wrong type.
-var allKeys = append([]key{
-	keyEnabled, keyPort, keyTrimAtTokens, keyTrimToFraction, keyCharsPerToken, keyCompressOverTokens,
-	keyStandingInstruction, keyPaused, keyAgentClaudeCode, keyAgentCodex, keyAgentOpenCode, keyMaxChars, keyRecall,
-	keyTTLDays, keyEmbeddingModel, keyEmbeddingURL, keyEmbeddingTimeoutS, keyEmbeddingMaxChars,
-	keyUpstreamAnthropic, keyUpstreamOpenAI, keyUpstreamCodex,
+// AllKeys finds a key from go-toml's key path when the file gives a value of the wrong type.
+var AllKeys = append([]Key{
+	KeyEnabled, KeyPort, KeyTrimAtTokens, KeyTrimToFraction, KeyCharsPerToken, KeyCompressOverTokens,
+	KeyStandingInstruction, KeyPaused, keyAgentClaudeCode, keyAgentCodex, keyAgentOpenCode, KeyMaxChars, KeyRecall,
+	KeyTTLDays, KeyEmbeddingModel, KeyEmbeddingURL, KeyEmbeddingTimeoutS, KeyEmbeddingMaxChars,
+	KeyUpstreamAnthropic, KeyUpstreamOpenAI, KeyUpstreamCodex,
 }, append(agentUpstreamKeys(), append(memoryKeys, timeoutKeys...)...)...)
 
-func agentUpstreamKeys() []key {
-	var ks []key
-	for _, a := range configuredAgents {
-		for _, fam := range upstreamFamilies {
+func agentUpstreamKeys() []Key {
+	var ks []Key
+	for _, a := range ConfiguredAgents {
+		for _, fam := range UpstreamFamilies {
 			ks = append(ks, agentUpstreamKey(a, fam))
 		}
 	}
 	return ks
 }
 
-// ConfigPath returns the config.toml to read: flagPath (--config), else
+// Path returns the config.toml to read: flagPath (--config), else
 // SMARTER_COMPACT_CONFIG, else <configDir>/smarter-compact/config.toml, where configDir is
 // os.UserConfigDir (~/.config, ~/Library/Application Support, %APPDATA%). explicit reports
 // that the user named the file, so it must exist.
-func ConfigPath(flagPath string, getenv func(string) string, configDir string) (path string, explicit bool, err error) {
+func Path(flagPath string, getenv func(string) string, configDir string) (path string, explicit bool, err error) {
 	if flagPath != "" {
 		return flagPath, true, nil
 	}
@@ -227,92 +227,92 @@ func ConfigPath(flagPath string, getenv func(string) string, configDir string) (
 	return filepath.Join(configDir, "smarter-compact", "config.toml"), false, nil
 }
 
-// LoadConfig reads the config.toml at path (missing is fine unless explicit), overlays the
+// Load reads the config.toml at path (missing is fine unless explicit), overlays the
 // environment read through getenv, and validates every value. Unknown keys, values of the
 // wrong type and values out of range are errors naming the key (or the variable) and what
 // it accepts, all of them at once; trim_to_fraction out of range and a CONTEXT_TRIM_AT_TOKENS
 // that is not an integer fall back as seed 001 says and add a warning instead.
-func LoadConfig(path string, explicit bool, getenv func(string) string) (Config, error) {
+func Load(path string, explicit bool, getenv func(string) string) (Config, error) {
 	rc, err := loadConfig(path, explicit, getenv)
-	return rc.cfg, err
+	return rc.Config, err
 }
 
-// resolved is a config as LoadConfig resolves it, with what the runtime state needs besides.
-type resolved struct {
-	cfg Config
-	// file is config.toml as decoded; its nil pointers are the keys the file leaves out.
-	file fileConfig
-	// warnKeys are the keys of the file's values that fell back to a default with a warning.
-	warnKeys []key
+// Resolved is a config as LoadConfig resolves it, with what the runtime state needs besides.
+type Resolved struct {
+	Config Config
+	// File is config.toml as decoded; its nil pointers are the keys the File leaves out.
+	File File
+	// WarnKeys are the keys of the file's values that fell back to a default with a warning.
+	WarnKeys []Key
 }
 
 // loadConfig is LoadConfig with the decoded file.
-func loadConfig(path string, explicit bool, getenv func(string) string) (resolved, error) {
-	rc, _, err := loadConfigText(path, explicit, getenv)
+func loadConfig(path string, explicit bool, getenv func(string) string) (Resolved, error) {
+	rc, _, err := LoadText(path, explicit, getenv)
 	return rc, err
 }
 
-// loadConfigText is loadConfig that also returns the bytes it resolved (nil: no file), so a
+// LoadText is loadConfig that also returns the bytes it resolved (nil: no file), so a
 // caller can remember what it loaded without reading the file again.
-func loadConfigText(path string, explicit bool, getenv func(string) string) (resolved, []byte, error) {
-	b, err := readConfigFile(path)
+func LoadText(path string, explicit bool, getenv func(string) string) (Resolved, []byte, error) {
+	b, err := ReadFile(path)
 	switch {
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist) && !explicit:
 		path, b = "", nil
 	default:
-		return resolved{}, nil, fmt.Errorf("read config: %w", err)
+		return Resolved{}, nil, fmt.Errorf("read config: %w", err)
 	}
-	rc, err := resolveConfigText(path, b, getenv)
+	rc, err := ResolveText(path, b, getenv)
 	return rc, b, err
 }
 
-// resolveConfigText decodes b as the text of the config.toml at path ("" and nil: no file)
+// ResolveText decodes b as the text of the config.toml at path ("" and nil: no file)
 // and resolves it with the environment exactly as LoadConfig does, with the same messages.
 // Every error that concerns one key wraps a *keyError, so a caller can tell which key it is
 // about (the dashboard's settings form); errors of several keys come joined. With an error,
 // only warnKeys is set in the result.
-func resolveConfigText(path string, b []byte, getenv func(string) string) (resolved, error) {
-	var f fileConfig
+func ResolveText(path string, b []byte, getenv func(string) string) (Resolved, error) {
+	var f File
 	var decodeErr error
 	if b == nil {
 		path = ""
 	} else {
 		complete, err := decodeFileAll(path, b, &f)
 		if err != nil && !complete {
-			return resolved{}, err
+			return Resolved{}, err
 		}
 		decodeErr = err // unknown keys and wrong types: the values are checked too
 	}
 	r := &resolver{path: path, getenv: getenv}
 	c := r.resolve(&f)
 	if decodeErr != nil || len(r.errs) > 0 {
-		return resolved{warnKeys: r.warnKeys}, errors.Join(append([]error{decodeErr}, r.errs...)...)
+		return Resolved{WarnKeys: r.warnKeys}, errors.Join(append([]error{decodeErr}, r.errs...)...)
 	}
-	return resolved{cfg: c, file: f, warnKeys: r.warnKeys}, nil
+	return Resolved{Config: c, File: f, WarnKeys: r.warnKeys}, nil
 }
 
-// keyError is an error about one config key; Error is the message LoadConfig gives,
+// KeyError is an error about one config key; Error is the message LoadConfig gives,
 // detail the same without the file's name and position.
-type keyError struct {
-	key    key
+type KeyError struct {
+	Key    Key
 	detail string // e.g. "[context_proxy] port = 0: must be an integer from 1 to 65535"
 	err    error
 }
 
-func (e *keyError) Error() string { return e.err.Error() }
-func (e *keyError) Unwrap() error { return e.err }
+func (e *KeyError) Error() string { return e.err.Error() }
+func (e *KeyError) Unwrap() error { return e.err }
 
-// keyErrors returns the *keyError in err, which may be a join of errors, and whether every
+// KeyErrors returns the *keyError in err, which may be a join of errors, and whether every
 // error in it is one.
-func keyErrors(err error) (out []*keyError, all bool) {
+func KeyErrors(err error) (out []*KeyError, all bool) {
 	errs := []error{err}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = j.Unwrap()
 	}
 	all = true
 	for _, e := range errs {
-		var ke *keyError
+		var ke *KeyError
 		if errors.As(e, &ke) {
 			out = append(out, ke)
 		} else {
@@ -322,11 +322,11 @@ func keyErrors(err error) (out []*keyError, all bool) {
 	return out, all
 }
 
-// decodeFile decodes strictly; each error names the file, the line and the key. It reports
+// DecodeFile decodes strictly; each error names the file, the line and the key. It reports
 // every error of the file at once (issue 15, Deliver 6): every unknown key, and every value
 // of the wrong type (go-toml stops at the first, so that line is blanked and the text decoded
 // again). A syntax error ends the list. Whether f then holds every other key is complete.
-func decodeFile(path string, b []byte, f *fileConfig) error {
+func DecodeFile(path string, b []byte, f *File) error {
 	_, err := decodeFileAll(path, b, f)
 	return err
 }
@@ -337,12 +337,12 @@ const maxConfigErrors = 50
 // decodeFileAll is decodeFile that also reports whether f holds every key the file sets
 // whose value has the right type (complete: the errors are all unknown keys and types, so
 // the values may be checked as well).
-func decodeFileAll(path string, b []byte, f *fileConfig) (complete bool, err error) {
+func decodeFileAll(path string, b []byte, f *File) (complete bool, err error) {
 	var errs []error
 	text := b
 	blanked := false
 	for range maxConfigErrors {
-		*f = fileConfig{}
+		*f = File{}
 		err := toml.NewDecoder(bytes.NewReader(text)).DisallowUnknownFields().Decode(f)
 		if err == nil {
 			return true, errors.Join(errs...)
@@ -362,8 +362,8 @@ func decodeFileAll(path string, b []byte, f *fileConfig) (complete bool, err err
 		k, isKey := lookupKey(de.Key())
 		switch {
 		case isKey:
-			detail := fmt.Sprintf("%s must be %s", k, k.accepts)
-			errs = append(errs, &keyError{k, detail, fmt.Errorf("config %s:%d:%d: %s", path, line, col, detail)})
+			detail := fmt.Sprintf("%s must be %s", k, k.Accepts)
+			errs = append(errs, &KeyError{k, detail, fmt.Errorf("config %s:%d:%d: %s", path, line, col, detail)})
 		case blanked:
 			// A line blanked to go on may have cut a value in two; what follows is not
 			// the user's error.
@@ -390,13 +390,13 @@ func decodeFileAll(path string, b []byte, f *fileConfig) (complete bool, err err
 func unknownKeyError(path string, e *toml.DecodeError) error {
 	line, _ := e.Position()
 	k := e.Key()
-	if len(k) >= 3 && k[0] == "upstream" && k[1] == "agents" && !slices.Contains(configuredAgents, k[2]) {
-		return fmt.Errorf("config %s:%d: unknown agent %q in [upstream.agents.%s]%s: use %s", path, line, k[2], k[2], didYouMean(k[2], configuredAgents), strings.Join(configuredAgents, ", "))
+	if len(k) >= 3 && k[0] == "upstream" && k[1] == "agents" && !slices.Contains(ConfiguredAgents, k[2]) {
+		return fmt.Errorf("config %s:%d: unknown agent %q in [upstream.agents.%s]%s: use %s", path, line, k[2], k[2], didYouMean(k[2], ConfiguredAgents), strings.Join(ConfiguredAgents, ", "))
 	}
 	name := strings.Join(k, ".")
 	var known []string
-	for _, ak := range allKeys {
-		known = append(known, ak.section+"."+ak.name)
+	for _, ak := range AllKeys {
+		known = append(known, ak.Section+"."+ak.Name)
 	}
 	return fmt.Errorf("config %s:%d: unknown key %q%s (the keys are listed in docs/configuration.md)", path, line, name, didYouMean(name, known))
 }
@@ -425,25 +425,25 @@ func blankLine(b []byte, n int) ([]byte, bool) {
 }
 
 func isSection(name string) bool {
-	for _, k := range allKeys {
-		if k.section == name || strings.HasPrefix(k.section, name+".") {
+	for _, k := range AllKeys {
+		if k.Section == name || strings.HasPrefix(k.Section, name+".") {
 			return true
 		}
 	}
 	return false
 }
 
-func lookupKey(path []string) (key, bool) {
+func lookupKey(path []string) (Key, bool) {
 	if len(path) < 2 {
-		return key{}, false
+		return Key{}, false
 	}
 	section, name := strings.Join(path[:len(path)-1], "."), path[len(path)-1]
-	for _, k := range allKeys {
-		if k.section == section && k.name == name {
+	for _, k := range AllKeys {
+		if k.Section == section && k.Name == name {
 			return k, true
 		}
 	}
-	return key{}, false
+	return Key{}, false
 }
 
 // resolver applies "environment over file over default" per key and collects every error.
@@ -453,33 +453,33 @@ type resolver struct {
 	errs     []error
 	warnings []string
 	// warnKeys are the keys of the warnings that came from the file, not the environment.
-	warnKeys []key
+	warnKeys []Key
 }
 
-func (r *resolver) resolve(f *fileConfig) Config {
+func (r *resolver) resolve(f *File) Config {
 	s := proxy.DefaultSettings()
 	cp := &f.ContextProxy
 	c := Config{
 		Path:               r.path,
-		Port:               r.intKey(keyPort, cp.Port, 4100),
-		CompactionMaxChars: r.intKey(keyMaxChars, f.Compaction.MaxChars, 12000),
-		CompactionRecall:   r.boolKey(keyRecall, f.Compaction.Recall, true),
-		TTLDays:            r.intKey(keyTTLDays, f.ContextStore.TTLDays, 30),
-		EmbeddingModel:     r.stringKey(keyEmbeddingModel, f.ContextStore.EmbeddingModel, ""),
-		EmbeddingURL:       r.urlKey(keyEmbeddingURL, f.ContextStore.EmbeddingURL, "http://127.0.0.1:11434/v1"),
-		EmbeddingTimeout:   time.Duration(r.intKey(keyEmbeddingTimeoutS, f.ContextStore.EmbeddingTimeoutS, 30)) * time.Second,
-		EmbeddingMaxChars:  r.intKey(keyEmbeddingMaxChars, f.ContextStore.EmbeddingMaxChars, 4000),
+		Port:               r.intKey(KeyPort, cp.Port, 4100),
+		CompactionMaxChars: r.intKey(KeyMaxChars, f.Compaction.MaxChars, 12000),
+		CompactionRecall:   r.boolKey(KeyRecall, f.Compaction.Recall, true),
+		TTLDays:            r.intKey(KeyTTLDays, f.ContextStore.TTLDays, 30),
+		EmbeddingModel:     r.stringKey(KeyEmbeddingModel, f.ContextStore.EmbeddingModel, ""),
+		EmbeddingURL:       r.urlKey(KeyEmbeddingURL, f.ContextStore.EmbeddingURL, "http://127.0.0.1:11434/v1"),
+		EmbeddingTimeout:   time.Duration(r.intKey(KeyEmbeddingTimeoutS, f.ContextStore.EmbeddingTimeoutS, 30)) * time.Second,
+		EmbeddingMaxChars:  r.intKey(KeyEmbeddingMaxChars, f.ContextStore.EmbeddingMaxChars, 4000),
 	}
 
 	s.TrimAtTokens = r.trimAtTokens(cp.TrimAtTokens)
 	s.TrimToFraction = r.trimToFraction(cp.TrimToFraction, s.TrimToFraction)
-	s.CharsPerToken = r.floatKey(keyCharsPerToken, cp.CharsPerToken, s.CharsPerToken)
-	s.CompressOverTokens = r.intKey(keyCompressOverTokens, cp.CompressOverTokens, s.CompressOverTokens)
-	s.StandingInstruction = r.boolKey(keyStandingInstruction, cp.StandingInstruction, s.StandingInstruction)
+	s.CharsPerToken = r.floatKey(KeyCharsPerToken, cp.CharsPerToken, s.CharsPerToken)
+	s.CompressOverTokens = r.intKey(KeyCompressOverTokens, cp.CompressOverTokens, s.CompressOverTokens)
+	s.StandingInstruction = r.boolKey(KeyStandingInstruction, cp.StandingInstruction, s.StandingInstruction)
 	up := s.Upstreams // DefaultSettings returns a fresh map
-	up["anthropic"] = r.urlKey(keyUpstreamAnthropic, f.Upstream.Anthropic, up["anthropic"])
-	up["openai"] = r.urlKey(keyUpstreamOpenAI, f.Upstream.OpenAI, up["openai"])
-	up["codex"] = r.urlKey(keyUpstreamCodex, f.Upstream.Codex, up["codex"])
+	up["anthropic"] = r.urlKey(KeyUpstreamAnthropic, f.Upstream.Anthropic, up["anthropic"])
+	up["openai"] = r.urlKey(KeyUpstreamOpenAI, f.Upstream.OpenAI, up["openai"])
+	up["codex"] = r.urlKey(KeyUpstreamCodex, f.Upstream.Codex, up["codex"])
 	s.AgentUpstreams = r.agentUpstreams(f)
 	c.Proxy = s
 	r.timeouts(&cp.fileTimeouts, &c)
@@ -492,22 +492,22 @@ func (r *resolver) resolve(f *fileConfig) Config {
 }
 
 // agents resolves whether each agent trims, by switchState.trimming.
-func (r *resolver) agents(cp *fileContextProxy) map[string]bool {
-	if v, ok := r.env(keyEnabled); ok {
-		if _, err := parseBool(v); err != nil {
-			r.envErr(keyEnabled, v)
+func (r *resolver) agents(cp *FileContextProxy) map[string]bool {
+	if v, ok := r.env(KeyEnabled); ok {
+		if _, err := ParseBool(v); err != nil {
+			r.envErr(KeyEnabled, v)
 		}
 	}
-	return switchesOf(cp, r.getenv).effective()
+	return SwitchesOf(cp, r.getenv).Effective()
 }
 
 // agentUpstreams resolves the [upstream.agents.<agent>] tables: agent to family to base
 // URL, only the keys that are set; nil when there are none.
-func (r *resolver) agentUpstreams(f *fileConfig) map[string]map[string]string {
+func (r *resolver) agentUpstreams(f *File) map[string]map[string]string {
 	var out map[string]map[string]string
-	for _, agent := range configuredAgents {
-		keys := f.agentUpstreams(agent).byFamily()
-		for _, fam := range upstreamFamilies {
+	for _, agent := range ConfiguredAgents {
+		keys := f.AgentUpstreams(agent).ByFamily()
+		for _, fam := range UpstreamFamilies {
 			p := keys[fam]
 			if p == nil {
 				continue
@@ -527,22 +527,22 @@ func (r *resolver) agentUpstreams(f *fileConfig) map[string]map[string]string {
 }
 
 // env returns the key's environment override (envOverride).
-func (r *resolver) env(k key) (string, bool) { return envOverride(k, r.getenv) }
+func (r *resolver) env(k Key) (string, bool) { return EnvOverride(k, r.getenv) }
 
-func (r *resolver) envErr(k key, v string) {
-	detail := fmt.Sprintf("%s=%q: must be %s", k.env, v, k.accepts)
-	r.errs = append(r.errs, &keyError{k, detail, errors.New(detail)})
+func (r *resolver) envErr(k Key, v string) {
+	detail := fmt.Sprintf("%s=%q: must be %s", k.Env, v, k.Accepts)
+	r.errs = append(r.errs, &KeyError{k, detail, errors.New(detail)})
 }
 
-func (r *resolver) fileErr(k key, v any) {
-	detail := fmt.Sprintf("%s = %v: must be %s", k, v, k.accepts)
-	r.errs = append(r.errs, &keyError{k, detail, fmt.Errorf("config %s: %s", r.path, detail)})
+func (r *resolver) fileErr(k Key, v any) {
+	detail := fmt.Sprintf("%s = %v: must be %s", k, v, k.Accepts)
+	r.errs = append(r.errs, &KeyError{k, detail, fmt.Errorf("config %s: %s", r.path, detail)})
 }
 
 // keyValue resolves k: its environment variable wins when set (parse turns the text into a
 // value, false when it is none), else the file's value, else def. A value that does not
 // parse or fails inRange is an error of the key, and def is used.
-func keyValue[T any](r *resolver, k key, file *T, def T, parse func(string) (T, bool), inRange func(T) bool) T {
+func keyValue[T any](r *resolver, k Key, file *T, def T, parse func(string) (T, bool), inRange func(T) bool) T {
 	if v, ok := r.env(k); ok {
 		x, ok := parse(v)
 		if !ok || !inRange(x) {
@@ -561,30 +561,30 @@ func keyValue[T any](r *resolver, k key, file *T, def T, parse func(string) (T, 
 	return def
 }
 
-func (r *resolver) intKey(k key, file *int64, def int) int {
+func (r *resolver) intKey(k Key, file *int64, def int) int {
 	parse := func(v string) (int64, bool) { n, err := strconv.ParseInt(v, 10, 64); return n, err == nil }
 	return int(keyValue(r, k, file, int64(def), parse, func(n int64) bool { return k.ok(float64(n)) }))
 }
 
-func (r *resolver) floatKey(k key, file *float64, def float64) float64 {
+func (r *resolver) floatKey(k Key, file *float64, def float64) float64 {
 	parse := func(v string) (float64, bool) { f, err := strconv.ParseFloat(v, 64); return f, err == nil }
 	return keyValue(r, k, file, def, parse, func(f float64) bool { return finite(f) && k.ok(f) })
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
-func (r *resolver) boolKey(k key, file *bool, def bool) bool {
-	parse := func(v string) (bool, bool) { b, err := parseBool(v); return b, err == nil }
+func (r *resolver) boolKey(k Key, file *bool, def bool) bool {
+	parse := func(v string) (bool, bool) { b, err := ParseBool(v); return b, err == nil }
 	return keyValue(r, k, file, def, parse, func(bool) bool { return true })
 }
 
-func (r *resolver) stringKey(k key, file *string, def string) string {
+func (r *resolver) stringKey(k Key, file *string, def string) string {
 	return keyValue(r, k, file, def, func(v string) (string, bool) { return v, true }, func(string) bool { return true })
 }
 
 // urlKey accepts an absolute http(s) base URL and drops trailing slashes, so that the proxy
 // can append an API path to it.
-func (r *resolver) urlKey(k key, file *string, def string) string {
+func (r *resolver) urlKey(k Key, file *string, def string) string {
 	v, fromEnv := r.env(k)
 	if !fromEnv {
 		if file == nil {
@@ -607,11 +607,11 @@ func (r *resolver) urlKey(k key, file *string, def string) string {
 // trimAtTokens returns 0 ("follow the model") when unset. Seed 001: CONTEXT_TRIM_AT_TOKENS
 // "unset or not an integer" follows the model; an integer below 1 is an error.
 func (r *resolver) trimAtTokens(file *int64) int {
-	k := keyTrimAtTokens
+	k := KeyTrimAtTokens
 	if v, ok := r.env(k); ok {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			r.warnings = append(r.warnings, fmt.Sprintf("%s=%q is not an integer: the trim threshold follows the model (95000 for Haiku, 120000 otherwise)", k.env, v))
+			r.warnings = append(r.warnings, fmt.Sprintf("%s=%q is not an integer: the trim threshold follows the model (95000 for Haiku, 120000 otherwise)", k.Env, v))
 			return 0
 		}
 		if !k.ok(float64(n)) {
@@ -626,18 +626,18 @@ func (r *resolver) trimAtTokens(file *int64) int {
 // trimToFraction falls back to def on any value outside (0, 1), from the file or the
 // environment (seed 001: "another value falls back to 0.3").
 func (r *resolver) trimToFraction(file *float64, def float64) float64 {
-	k := keyTrimToFraction
+	k := KeyTrimToFraction
 	if v, ok := r.env(k); ok {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || !k.ok(f) {
-			r.warnings = append(r.warnings, fmt.Sprintf("%s=%q is not %s: using %v", k.env, v, k.accepts, def))
+			r.warnings = append(r.warnings, fmt.Sprintf("%s=%q is not %s: using %v", k.Env, v, k.Accepts, def))
 			return def
 		}
 		return f
 	}
 	if file != nil {
 		if !k.ok(*file) {
-			r.warnings = append(r.warnings, fmt.Sprintf("config %s: %s = %v is not %s: using %v", r.path, k, *file, k.accepts, def))
+			r.warnings = append(r.warnings, fmt.Sprintf("config %s: %s = %v is not %s: using %v", r.path, k, *file, k.Accepts, def))
 			r.warnKeys = append(r.warnKeys, k)
 			return def
 		}
@@ -646,8 +646,8 @@ func (r *resolver) trimToFraction(file *float64, def float64) float64 {
 	return def
 }
 
-// parseBool accepts 0, 1, true and false (any case), the values seed 001 documents.
-func parseBool(v string) (bool, error) {
+// ParseBool accepts 0, 1, true and false (any case), the values seed 001 documents.
+func ParseBool(v string) (bool, error) {
 	switch strings.ToLower(v) {
 	case "1", "true":
 		return true, nil
@@ -655,4 +655,14 @@ func parseBool(v string) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("not a boolean: %q", v)
+}
+
+// EnvOverride returns the key's environment variable's value when it is set; an empty
+// (or blank) variable counts as unset.
+func EnvOverride(k Key, getenv func(string) string) (string, bool) {
+	if k.Env == "" {
+		return "", false
+	}
+	v := strings.TrimSpace(getenv(k.Env))
+	return v, v != ""
 }

@@ -20,7 +20,7 @@ func loadWithin(t *testing.T, path string) error {
 	t.Helper()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := LoadConfig(path, true, env{}.get)
+		_, err := Load(path, true, env{}.get)
 		errc <- err
 	}()
 	select {
@@ -40,21 +40,21 @@ func TestConfigTooLargeIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Truncate(configMaxBytes + 1); err != nil {
+	if err := f.Truncate(MaxBytes + 1); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
 	err = loadWithin(t, path)
 	if err == nil || !strings.Contains(err.Error(), "larger than 1024 KiB") || !strings.Contains(err.Error(), "--config") {
-		t.Fatalf("LoadConfig of a %d-byte file = %v, want the size error saying what to do", configMaxBytes+1, err)
+		t.Fatalf("LoadConfig of a %d-byte file = %v, want the size error saying what to do", MaxBytes+1, err)
 	}
 }
 
 func TestConfigAtTheCapLoads(t *testing.T) {
 	t.Parallel()
 	text := "[context_proxy]\nport = 4242\n"
-	text += strings.Repeat("#", configMaxBytes-len(text)-1) + "\n"
-	cfg, err := LoadConfig(writeConfig(t, text), true, env{}.get)
+	text += strings.Repeat("#", MaxBytes-len(text)-1) + "\n"
+	cfg, err := Load(writeConfig(t, text), true, env{}.get)
 	if err != nil || cfg.Port != 4242 {
 		t.Fatalf("LoadConfig of a %d-byte file = port %d, %v; want it read", len(text), cfg.Port, err)
 	}
@@ -74,7 +74,7 @@ func TestConfigWatcherRefusesLargeFile(t *testing.T) {
 	t.Parallel()
 	st, path, _ := testState(t, "[context_proxy.agents]\ncodex = false\n", nil)
 	st.settle = 0
-	big := bytes.Repeat([]byte("# padding\n"), configMaxBytes/10+1)
+	big := bytes.Repeat([]byte("# padding\n"), MaxBytes/10+1)
 	if err := os.WriteFile(path, append([]byte("[context_proxy.agents]\ncodex = true\n"), big...), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestConfigWatcherRefusesLargeFile(t *testing.T) {
 	if msg := st.State().ConfigError; !strings.Contains(msg, "larger than 1024 KiB") {
 		t.Fatalf("ConfigError = %q, want the size error", msg)
 	}
-	if st.Enabled(agentCodex) {
+	if st.Enabled(AgentCodex) {
 		t.Fatal("the oversized file was applied")
 	}
 }

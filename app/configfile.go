@@ -43,7 +43,7 @@ func setConfigKeys(b []byte, section string, keys []configKey) ([]byte, error) {
 // readConfigText returns config.toml's bytes, nil when it does not exist; a file that is
 // not regular or too large is an error (readConfigFile).
 func readConfigText(path string) ([]byte, error) {
-	b, err := readConfigFile(path)
+	b, err := ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

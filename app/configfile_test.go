@@ -41,7 +41,7 @@ func TestWriteConfigFileSymlink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetAgent(agentCodex, web.ModeOff); err != nil {
+	if err := st.SetAgent(AgentCodex, web.ModeOff); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Lstat(link)

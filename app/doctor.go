@@ -78,10 +78,10 @@ func doctor(ctx context.Context, sys system, configFlag string) doctorReport {
 	}
 
 	port := fallbackPort
-	path, explicit, err := ConfigPath(configFlag, sys.getenv, sys.configDir)
+	path, explicit, err := Path(configFlag, sys.getenv, sys.configDir)
 	var cfg Config
 	if err == nil {
-		cfg, err = LoadConfig(path, explicit, sys.getenv)
+		cfg, err = Load(path, explicit, sys.getenv)
 	}
 	switch {
 	case err != nil:

@@ -145,7 +145,7 @@ func hookSessionStart(args []string, sys system) error {
 	if err != nil {
 		return err
 	}
-	return register(sys, store.Registration{SessionID: sid, Agent: agentClaudeCode, Cwd: in.Cwd})
+	return register(sys, store.Registration{SessionID: sid, Agent: AgentClaudeCode, Cwd: in.Cwd})
 }
 
 // hookPromptSubmit turns the prompt "/smarter-compact" into the session's force flag and
@@ -163,7 +163,7 @@ func hookPromptSubmit(args []string, sys system) error {
 		if sidErr != nil {
 			return sidErr
 		}
-		return registerIfMissing(sys, store.Registration{SessionID: sid, Agent: agentClaudeCode, Cwd: in.Cwd})
+		return registerIfMissing(sys, store.Registration{SessionID: sid, Agent: AgentClaudeCode, Cwd: in.Cwd})
 	}
 	reason := forceReason
 	err = sidErr
@@ -196,7 +196,7 @@ func hookOpenCodeSession(args []string, sys system) error {
 	if err != nil {
 		return err
 	}
-	return register(sys, store.Registration{SessionID: sid, Agent: agentOpenCode, Cwd: *cwd})
+	return register(sys, store.Registration{SessionID: sid, Agent: AgentOpenCode, Cwd: *cwd})
 }
 
 // hookForce sets the force flag of the session named on the command line.
@@ -259,4 +259,18 @@ func writeJSONLine(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// memoryBank returns the bank of a session working in cwd under the user's config.toml
+// (MemoryConfig.BankFor): "" without a [memory] table.
+func memoryBank(sys system, cwd string) (string, error) {
+	path, explicit, err := Path("", sys.getenv, sys.configDir)
+	if err != nil {
+		return "", nil // no config directory: no config.toml, so no [memory] table
+	}
+	cfg, err := Load(path, explicit, sys.getenv)
+	if err != nil {
+		return "", err
+	}
+	return cfg.Memory.BankFor(cwd), nil
 }

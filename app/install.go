@@ -120,7 +120,7 @@ func uninstall(ctx context.Context, args []string, sys system) error {
 	w := sys.stdout
 	rep := installer.Uninstall(env, agents, f.dryRun)
 	failed := printReport(w, rep, "uninstall", f.dryRun)
-	if cfgPath, _, err := ConfigPath(f.config, sys.getenv, sys.configDir); err == nil {
+	if cfgPath, _, err := Path(f.config, sys.getenv, sys.configDir); err == nil {
 		var unwired []string
 		for _, a := range rep.Agents {
 			if a.Err == nil {
@@ -244,11 +244,11 @@ func selectAgents(cmd, list string) ([]installer.Agent, error) {
 // installConfig reads smarter-compact's own config: the port the agents are pointed at, and
 // the file the chained upstreams go to. A missing file is fine (defaults), even one named.
 func installConfig(flagPath string, sys system) (string, Config, error) {
-	path, _, err := ConfigPath(flagPath, sys.getenv, sys.configDir)
+	path, _, err := Path(flagPath, sys.getenv, sys.configDir)
 	if err != nil {
 		return "", Config{}, err
 	}
-	cfg, err := LoadConfig(path, false, sys.getenv)
+	cfg, err := Load(path, false, sys.getenv)
 	if err != nil {
 		return "", Config{}, fmt.Errorf("%w\nnothing changed: fix the config first (the port the agents are pointed at comes from it)", err)
 	}
@@ -363,22 +363,22 @@ func wired(rep installer.Report) bool {
 // read it: the families' upstreams in effect and the [upstream.agents.<agent>] keys, parsed
 // by the rules of LoadConfig (decodeFile).
 func upstreamConfig(path string, port int) installer.UpstreamConfig {
-	return installer.UpstreamConfig{Path: path, Port: port, Families: upstreamFamilies, Agents: configuredAgents,
+	return installer.UpstreamConfig{Path: path, Port: port, Families: UpstreamFamilies, Agents: ConfiguredAgents,
 		Parse: func(b []byte) (installer.Upstreams, error) {
-			var f fileConfig
+			var f File
 			if b != nil {
-				if err := decodeFile(path, b, &f); err != nil {
+				if err := DecodeFile(path, b, &f); err != nil {
 					return installer.Upstreams{}, err
 				}
 			}
 			u := installer.Upstreams{Family: proxy.DefaultSettings().Upstreams, Agents: map[string]map[string]string{}}
-			for fam, p := range f.families() {
+			for fam, p := range f.Families() {
 				if p != nil {
 					u.Family[fam] = strings.TrimRight(*p, "/")
 				}
 			}
-			for _, agent := range configuredAgents {
-				for fam, p := range f.agentUpstreams(agent).byFamily() {
+			for _, agent := range ConfiguredAgents {
+				for fam, p := range f.AgentUpstreams(agent).ByFamily() {
 					if p != nil {
 						if u.Agents[agent] == nil {
 							u.Agents[agent] = map[string]string{}

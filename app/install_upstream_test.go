@@ -39,7 +39,7 @@ func TestInstallUninstallUpstreamsByteIdentical(t *testing.T) {
 			if err := run(t.Context(), []string{"install", "--agents", "claude-code"}, sys); err != nil {
 				t.Fatalf("install: %v\n%s", err, stdout)
 			}
-			cfg, err := LoadConfig(config, true, env{}.get)
+			cfg, err := Load(config, true, env{}.get)
 			if err != nil {
 				t.Fatal(err)
 			}

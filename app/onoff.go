@@ -61,7 +61,7 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(sys.stdout, "Usage: smarter-compact %s [flags] [agent…]\n\n%s the agents named (%s), every agent when none is named.\n\nFlags:\n",
-			name, strings.ToUpper(what[:1])+what[1:], strings.Join(configuredAgents, ", "))
+			name, strings.ToUpper(what[:1])+what[1:], strings.Join(ConfiguredAgents, ", "))
 		fs.SetOutput(sys.stdout)
 		fs.PrintDefaults()
 		return nil
@@ -74,13 +74,13 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 		return err
 	}
 
-	path, _, err := ConfigPath(*configFlag, sys.getenv, sys.configDir)
+	path, _, err := Path(*configFlag, sys.getenv, sys.configDir)
 	if err != nil {
 		return err
 	}
 	// A missing file is fine (even a named one: it is created); an invalid one is an error
 	// only where the CLI needs it: for the port, and to save it.
-	cfg, cfgErr := LoadConfig(path, false, sys.getenv)
+	cfg, cfgErr := Load(path, false, sys.getenv)
 	var bases []string
 	if b := readAddrFile(sys.configDir); b != "" {
 		bases = append(bases, b)
@@ -187,8 +187,8 @@ func saveSwitch(path string, cfgErr error, agents []string, mode web.Mode, sys s
 		}
 	}
 	fmt.Fprintf(sys.stdout, "%s: saved in %s\n", switchDone(mode, agents), path)
-	if v, ok := envOverride(keyEnabled, sys.getenv); ok {
-		fmt.Fprintf(sys.stdout, "note: %s=%s is set here; where it is set for the service, it overrides [context_proxy.agents]\n", keyEnabled.env, v)
+	if v, ok := EnvOverride(KeyEnabled, sys.getenv); ok {
+		fmt.Fprintf(sys.stdout, "note: %s=%s is set here; where it is set for the service, it overrides [context_proxy.agents]\n", KeyEnabled.Env, v)
 	}
 	return nil
 }
@@ -263,15 +263,15 @@ func onOffWord(on bool) string {
 // duplicates; none means all.
 func pickAgents(cmd string, names []string) ([]string, error) {
 	if len(names) == 0 {
-		return slices.Clone(configuredAgents), nil
+		return slices.Clone(ConfiguredAgents), nil
 	}
 	var out []string
 	for _, n := range names {
-		if !slices.Contains(configuredAgents, n) {
-			return nil, usageError{fmt.Sprintf("%s: unknown agent %q%s: use %s", cmd, n, didYouMean(n, configuredAgents), strings.Join(configuredAgents, ", "))}
+		if !slices.Contains(ConfiguredAgents, n) {
+			return nil, usageError{fmt.Sprintf("%s: unknown agent %q%s: use %s", cmd, n, didYouMean(n, ConfiguredAgents), strings.Join(ConfiguredAgents, ", "))}
 		}
 	}
-	for _, a := range configuredAgents {
+	for _, a := range ConfiguredAgents {
 		if slices.Contains(names, a) {
 			out = append(out, a)
 		}

@@ -108,10 +108,10 @@ func serviceCmd(ctx context.Context, args []string, sys system) error {
 func serviceConfig(sys system, configFlag string, strict bool) (installer.ServiceConfig, []string, error) {
 	var notes []string
 	port := fallbackPort
-	path, explicit, err := ConfigPath(configFlag, sys.getenv, sys.configDir)
+	path, explicit, err := Path(configFlag, sys.getenv, sys.configDir)
 	if err == nil {
 		var c Config
-		if c, err = LoadConfig(path, explicit, sys.getenv); err == nil {
+		if c, err = Load(path, explicit, sys.getenv); err == nil {
 			port = c.Port
 		}
 	}
@@ -146,9 +146,9 @@ func serviceConfig(sys system, configFlag string, strict bool) (installer.Servic
 		}
 	}
 	var unseen []string
-	for _, k := range allKeys {
-		if k.env != "" && sys.getenv(k.env) != "" {
-			unseen = append(unseen, k.env)
+	for _, k := range AllKeys {
+		if k.Env != "" && sys.getenv(k.Env) != "" {
+			unseen = append(unseen, k.Env)
 		}
 	}
 	if len(unseen) > 0 {

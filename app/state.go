@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -54,7 +55,7 @@ type state struct {
 	px           *proxy.Proxy     // nil until attach
 	onRowsStored func(sid string) // kept in every proxy.Settings pushed
 	cur          Config           // in effect; Proxy.OnRowsStored always nil here
-	file         fileConfig       // config.toml as last loaded
+	file         File             // config.toml as last loaded
 	configErr    string           // why the last hand edit did not load, "" when it did
 	// seen is config.toml's content as last loaded, saved or found not to load: the
 	// watcher reloads when the file's content differs (the content, not its size and mtime,
@@ -89,7 +90,7 @@ type stateOptions struct {
 func newState(o stateOptions) (*state, error) {
 	// seen is the content loaded, read once: an edit after it differs, and the watcher
 	// applies it.
-	rc, before, err := loadConfigText(o.Path, o.Explicit, o.Sys.getenv)
+	rc, before, err := LoadText(o.Path, o.Explicit, o.Sys.getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -111,13 +112,13 @@ func newState(o stateOptions) (*state, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	cfg := rc.cfg
+	cfg := rc.Config
 	if s.portFlag {
 		cfg.Port = o.Port
 	}
 	s.port = cfg.Port
 	cfg.Proxy.OnRowsStored = nil
-	s.start, s.cur, s.file = cfg, cfg, rc.file
+	s.start, s.cur, s.file = cfg, cfg, rc.File
 	s.storeEnabled()
 	s.wiring = s.checkWiring()
 	return s, nil
@@ -144,7 +145,7 @@ func (s *state) attach(px *proxy.Proxy, onRowsStored func(sid string)) {
 func (s *state) proxySettings(c Config) proxy.Settings {
 	ps := c.Proxy
 	ps.OnRowsStored = s.onRowsStored
-	c.recallSettings(&ps)
+	c.RecallSettings(&ps)
 	return ps
 }
 
@@ -155,7 +156,7 @@ func (s *state) Enabled(agent string) bool {
 	if v, ok := m[agent]; ok {
 		return v
 	}
-	return m[agentUnknown]
+	return m[AgentUnknown]
 }
 
 // storeEnabled publishes s.cur.Agents for Enabled. Callers hold s.mu (or own s alone).
@@ -168,7 +169,7 @@ func (s *state) storeEnabled() {
 // "claude-code=on codex=off opencode=on unknown=on".
 func (s *state) agentsString() string {
 	var sb strings.Builder
-	for i, agent := range slices.Concat(configuredAgents, []string{agentUnknown}) {
+	for i, agent := range slices.Concat(ConfiguredAgents, []string{AgentUnknown}) {
 		if i > 0 {
 			sb.WriteByte(' ')
 		}
@@ -182,7 +183,7 @@ func (s *state) State() web.State {
 	installed, stale := s.build.check() // a stat, outside s.mu
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sw := switchesOf(&s.file.ContextProxy, s.getenv)
+	sw := SwitchesOf(&s.file.ContextProxy, s.getenv)
 	base := "http://127.0.0.1:" + strconv.Itoa(s.port)
 	st := web.State{
 		Version:     version,
@@ -197,8 +198,8 @@ func (s *state) State() web.State {
 		Revision:    s.rev,
 		Settings:    s.settings(),
 	}
-	if sw.env != "" {
-		st.EnvLock = keyEnabled.env + "=" + sw.env
+	if sw.Env != "" {
+		st.EnvLock = KeyEnabled.Env + "=" + sw.Env
 	}
 	if s.build != nil {
 		st.Build, st.InstalledBuild, st.ProxyStale = s.build.running, installed, stale
@@ -206,10 +207,10 @@ func (s *state) State() web.State {
 			st.RestartCommand = restartCommand
 		}
 	}
-	for _, agent := range slices.Concat(configuredAgents, []string{agentUnknown}) {
-		on, why := sw.trimming(agent)
-		a := web.AgentSwitch{Agent: agent, Mode: sw.mode(agent), Trimming: on, Why: why, Route: base + routeOf(agent)}
-		if agent == agentUnknown {
+	for _, agent := range slices.Concat(ConfiguredAgents, []string{AgentUnknown}) {
+		on, why := trimming(sw, agent)
+		a := web.AgentSwitch{Agent: agent, Mode: web.Mode(sw.Mode(agent)), Trimming: on, Why: why, Route: base + routeOf(agent)}
+		if agent == AgentUnknown {
 			a.Route = base // the unprefixed routes; an unknown agent has no config to check
 		} else {
 			w := s.wiring[agent]
@@ -260,4 +261,18 @@ func (s *state) bump() {
 		default: // one is pending already: coalesced
 		}
 	}
+}
+
+// trimming is rule with the reason in words.
+func trimming(sw Switches, agent string) (on bool, why string) {
+	on, source := sw.Rule(agent)
+	switch source {
+	case SourcePaused:
+		return on, "off: paused"
+	case KeyEnabled.Env:
+		return on, fmt.Sprintf("%s: %s=%s overrides", onOffWord(on), KeyEnabled.Env, sw.Env)
+	case SourceSaved:
+		return on, onOffWord(on) + " (saved)"
+	}
+	return on, onOffWord(on) + " (follows the master switch)"
 }

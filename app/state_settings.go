@@ -16,19 +16,19 @@ import (
 
 // settingDef is one key of the settings page.
 type settingDef struct {
-	k     key
+	k     Key
 	label string
 	help  string
 	kind  string // "int", "float", "bool", "string"
 	// live: the running service applies a change at once (proxy.SetSettings, or read
 	// where used); otherwise it takes a restart.
 	live  bool
-	value func(c *Config) string  // the value in c as text, "" for none
-	saved func(f *fileConfig) any // the file's pointer (*int64, *float64, *bool, *string)
+	value func(c *Config) string // the value in c as text, "" for none
+	saved func(f *File) any      // the file's pointer (*int64, *float64, *bool, *string)
 }
 
 // id is the key as the settings form names it: "<section>.<name>".
-func (d settingDef) id() string { return d.k.section + "." + d.k.name }
+func (d settingDef) id() string { return d.k.Section + "." + d.k.Name }
 
 func intText(n int) string { return strconv.Itoa(n) }
 
@@ -37,52 +37,52 @@ func floatText(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 // settingDefs are the keys the dashboard's settings page shows, in its order. The agent
 // switches, enabled and paused have their own controls.
 var settingDefs = []settingDef{
-	{keyTrimAtTokens, "Trim at (tokens)", "A request whose estimated prompt exceeds this many tokens is trimmed; empty follows the model (95000 for Haiku, 120000 otherwise).", "int", true,
+	{KeyTrimAtTokens, "Trim at (tokens)", "A request whose estimated prompt exceeds this many tokens is trimmed; empty follows the model (95000 for Haiku, 120000 otherwise).", "int", true,
 		func(c *Config) string {
 			if c.Proxy.TrimAtTokens == 0 {
 				return ""
 			}
 			return intText(c.Proxy.TrimAtTokens)
-		}, func(f *fileConfig) any { return f.ContextProxy.TrimAtTokens }},
-	{keyTrimToFraction, "Trim to (fraction)", "How much of the older in-turn steps a trim keeps.", "float", true,
-		func(c *Config) string { return floatText(c.Proxy.TrimToFraction) }, func(f *fileConfig) any { return f.ContextProxy.TrimToFraction }},
-	{keyCharsPerToken, "Characters per token", "The ratio that estimates a prompt's tokens before a session reports its real usage.", "float", true,
-		func(c *Config) string { return floatText(c.Proxy.CharsPerToken) }, func(f *fileConfig) any { return f.ContextProxy.CharsPerToken }},
-	{keyCompressOverTokens, "Compress tool results over (tokens)", "Tool results larger than this many estimated tokens are compressed; 0 turns compression off.", "int", true,
-		func(c *Config) string { return intText(c.Proxy.CompressOverTokens) }, func(f *fileConfig) any { return f.ContextProxy.CompressOverTokens }},
-	{keyStandingInstruction, "Standing instruction", "Adds the instruction that tells the model trimmed turns are saved and how to recall them.", "bool", true,
-		func(c *Config) string { return tomlBool(c.Proxy.StandingInstruction) }, func(f *fileConfig) any { return f.ContextProxy.StandingInstruction }},
-	{keyPort, "Port", "The loopback port of the proxy, the dashboard and the recall tools; after a change run 'smarter-compact install' to point the agents at it.", "int", false,
-		func(c *Config) string { return intText(c.Port) }, func(f *fileConfig) any { return f.ContextProxy.Port }},
-	{keyMaxChars, "Recall block size (characters)", "The cap on the recall block after a trim pointer, frame included; recall needs a [memory] table (docs/memory.md).", "int", true,
-		func(c *Config) string { return intText(c.CompactionMaxChars) }, func(f *fileConfig) any { return f.Compaction.MaxChars }},
-	{keyRecall, "Recall in the trim pointer", "Puts memory recalled for the cut turn after the trim pointer; needs a [memory] table (docs/memory.md).", "bool", true,
-		func(c *Config) string { return tomlBool(c.CompactionRecall) }, func(f *fileConfig) any { return f.Compaction.Recall }},
-	{keyTTLDays, "Keep sessions (days)", "Sessions idle longer than this are deleted by the daily retention sweep; 0 keeps everything.", "int", true,
-		func(c *Config) string { return intText(c.TTLDays) }, func(f *fileConfig) any { return f.ContextStore.TTLDays }},
-	{keyEmbeddingModel, "Embedding model", "The model that embeds rows for hybrid search; empty turns vectors off.", "string", false,
-		func(c *Config) string { return c.EmbeddingModel }, func(f *fileConfig) any { return f.ContextStore.EmbeddingModel }},
-	{keyEmbeddingURL, "Embedding URL", "The OpenAI-compatible embeddings endpoint's base URL.", "string", false,
-		func(c *Config) string { return c.EmbeddingURL }, func(f *fileConfig) any { return f.ContextStore.EmbeddingURL }},
-	{keyEmbeddingTimeoutS, "Embedding timeout (seconds)", "How long one embeddings call may take.", "int", false,
-		func(c *Config) string { return intText(int(c.EmbeddingTimeout / time.Second)) }, func(f *fileConfig) any { return f.ContextStore.EmbeddingTimeoutS }},
-	{keyEmbeddingMaxChars, "Embedded characters per row", "How many characters of each row's head are embedded.", "int", false,
-		func(c *Config) string { return intText(c.EmbeddingMaxChars) }, func(f *fileConfig) any { return f.ContextStore.EmbeddingMaxChars }},
-	{keyUpstreamAnthropic, "Anthropic upstream", "Where Anthropic Messages API requests go (a gateway's base URL chains through it).", "string", true,
-		func(c *Config) string { return c.Proxy.Upstreams["anthropic"] }, func(f *fileConfig) any { return f.Upstream.Anthropic }},
-	{keyUpstreamOpenAI, "OpenAI upstream", "Where OpenAI Chat Completions and Responses requests go.", "string", true,
-		func(c *Config) string { return c.Proxy.Upstreams["openai"] }, func(f *fileConfig) any { return f.Upstream.OpenAI }},
-	{keyUpstreamCodex, "Codex upstream", "Where Codex's ChatGPT-login requests go.", "string", true,
-		func(c *Config) string { return c.Proxy.Upstreams["codex"] }, func(f *fileConfig) any { return f.Upstream.Codex }},
+		}, func(f *File) any { return f.ContextProxy.TrimAtTokens }},
+	{KeyTrimToFraction, "Trim to (fraction)", "How much of the older in-turn steps a trim keeps.", "float", true,
+		func(c *Config) string { return floatText(c.Proxy.TrimToFraction) }, func(f *File) any { return f.ContextProxy.TrimToFraction }},
+	{KeyCharsPerToken, "Characters per token", "The ratio that estimates a prompt's tokens before a session reports its real usage.", "float", true,
+		func(c *Config) string { return floatText(c.Proxy.CharsPerToken) }, func(f *File) any { return f.ContextProxy.CharsPerToken }},
+	{KeyCompressOverTokens, "Compress tool results over (tokens)", "Tool results larger than this many estimated tokens are compressed; 0 turns compression off.", "int", true,
+		func(c *Config) string { return intText(c.Proxy.CompressOverTokens) }, func(f *File) any { return f.ContextProxy.CompressOverTokens }},
+	{KeyStandingInstruction, "Standing instruction", "Adds the instruction that tells the model trimmed turns are saved and how to recall them.", "bool", true,
+		func(c *Config) string { return tomlBool(c.Proxy.StandingInstruction) }, func(f *File) any { return f.ContextProxy.StandingInstruction }},
+	{KeyPort, "Port", "The loopback port of the proxy, the dashboard and the recall tools; after a change run 'smarter-compact install' to point the agents at it.", "int", false,
+		func(c *Config) string { return intText(c.Port) }, func(f *File) any { return f.ContextProxy.Port }},
+	{KeyMaxChars, "Recall block size (characters)", "The cap on the recall block after a trim pointer, frame included; recall needs a [memory] table (docs/memory.md).", "int", true,
+		func(c *Config) string { return intText(c.CompactionMaxChars) }, func(f *File) any { return f.Compaction.MaxChars }},
+	{KeyRecall, "Recall in the trim pointer", "Puts memory recalled for the cut turn after the trim pointer; needs a [memory] table (docs/memory.md).", "bool", true,
+		func(c *Config) string { return tomlBool(c.CompactionRecall) }, func(f *File) any { return f.Compaction.Recall }},
+	{KeyTTLDays, "Keep sessions (days)", "Sessions idle longer than this are deleted by the daily retention sweep; 0 keeps everything.", "int", true,
+		func(c *Config) string { return intText(c.TTLDays) }, func(f *File) any { return f.ContextStore.TTLDays }},
+	{KeyEmbeddingModel, "Embedding model", "The model that embeds rows for hybrid search; empty turns vectors off.", "string", false,
+		func(c *Config) string { return c.EmbeddingModel }, func(f *File) any { return f.ContextStore.EmbeddingModel }},
+	{KeyEmbeddingURL, "Embedding URL", "The OpenAI-compatible embeddings endpoint's base URL.", "string", false,
+		func(c *Config) string { return c.EmbeddingURL }, func(f *File) any { return f.ContextStore.EmbeddingURL }},
+	{KeyEmbeddingTimeoutS, "Embedding timeout (seconds)", "How long one embeddings call may take.", "int", false,
+		func(c *Config) string { return intText(int(c.EmbeddingTimeout / time.Second)) }, func(f *File) any { return f.ContextStore.EmbeddingTimeoutS }},
+	{KeyEmbeddingMaxChars, "Embedded characters per row", "How many characters of each row's head are embedded.", "int", false,
+		func(c *Config) string { return intText(c.EmbeddingMaxChars) }, func(f *File) any { return f.ContextStore.EmbeddingMaxChars }},
+	{KeyUpstreamAnthropic, "Anthropic upstream", "Where Anthropic Messages API requests go (a gateway's base URL chains through it).", "string", true,
+		func(c *Config) string { return c.Proxy.Upstreams["anthropic"] }, func(f *File) any { return f.Upstream.Anthropic }},
+	{KeyUpstreamOpenAI, "OpenAI upstream", "Where OpenAI Chat Completions and Responses requests go.", "string", true,
+		func(c *Config) string { return c.Proxy.Upstreams["openai"] }, func(f *File) any { return f.Upstream.OpenAI }},
+	{KeyUpstreamCodex, "Codex upstream", "Where Codex's ChatGPT-login requests go.", "string", true,
+		func(c *Config) string { return c.Proxy.Upstreams["codex"] }, func(f *File) any { return f.Upstream.Codex }},
 }
 
 // defaultConfig is the config without a file or environment: the settings' defaults.
 var defaultConfig = sync.OnceValue(func() Config {
-	rc, err := resolveConfigText("", nil, func(string) string { return "" })
+	rc, err := ResolveText("", nil, func(string) string { return "" })
 	if err != nil {
 		panic("app: the defaults do not resolve: " + err.Error())
 	}
-	return rc.cfg
+	return rc.Config
 })
 
 // savedText is a decoded file value as text without quotes, "" when absent.
@@ -119,30 +119,20 @@ func (s *state) settings() []web.Setting {
 		}
 		set := web.Setting{
 			Key: d.id(), Label: d.label, Value: d.value(c), Saved: savedText(d.saved(&s.file)),
-			Default: d.value(&def), Accepts: d.k.accepts, Help: d.help, Restart: !d.live, Kind: d.kind,
+			Default: d.value(&def), Accepts: d.k.Accepts, Help: d.help, Restart: !d.live, Kind: d.kind,
 		}
-		if _, ok := envOverride(d.k, s.getenv); ok {
-			set.Env = d.k.env
+		if _, ok := EnvOverride(d.k, s.getenv); ok {
+			set.Env = d.k.Env
 		}
 		out = append(out, set)
 	}
 	return out
 }
 
-// envOverride returns the key's environment variable's value when it is set; an empty
-// (or blank) variable counts as unset.
-func envOverride(k key, getenv func(string) string) (string, bool) {
-	if k.env == "" {
-		return "", false
-	}
-	v := strings.TrimSpace(getenv(k.env))
-	return v, v != ""
-}
-
 // tomlValue turns what the user typed into the TOML text of d's value, checking its type;
 // the range is checked by the resolver, as for the file.
 func (d settingDef) tomlValue(raw string) (string, error) {
-	bad := fmt.Errorf("%s = %s: must be %s", d.k, raw, d.k.accepts)
+	bad := fmt.Errorf("%s = %s: must be %s", d.k, raw, d.k.Accepts)
 	switch d.kind {
 	case "int":
 		n, err := strconv.ParseInt(raw, 10, 64)
@@ -185,15 +175,15 @@ func (s *state) SaveSettings(values map[string]string) error {
 			continue
 		}
 		d := settingDefs[i]
-		if v, ok := envOverride(d.k, s.getenv); ok {
+		if v, ok := EnvOverride(d.k, s.getenv); ok {
 			// A form that posts every field sends the value it shows: no change, no error.
 			if raw != savedText(d.saved(&s.file)) && raw != d.value(&s.cur) && raw != d.value(&s.start) {
-				fields[id] = fmt.Sprintf("%s=%s is set in the service's environment and overrides %s: change or unset the variable where the service starts, then restart it", d.k.env, v, d.k)
+				fields[id] = fmt.Sprintf("%s=%s is set in the service's environment and overrides %s: change or unset the variable where the service starts, then restart it", d.k.Env, v, d.k)
 			}
 			continue
 		}
 		if raw == "" {
-			dels[d.k.section] = append(dels[d.k.section], d.k.name)
+			dels[d.k.Section] = append(dels[d.k.Section], d.k.Name)
 			continue
 		}
 		text, err := d.tomlValue(raw)
@@ -201,7 +191,7 @@ func (s *state) SaveSettings(values map[string]string) error {
 			fields[id] = err.Error()
 			continue
 		}
-		sets[d.k.section] = append(sets[d.k.section], configKey{d.k.name, text})
+		sets[d.k.Section] = append(sets[d.k.Section], configKey{d.k.Name, text})
 	}
 	if len(fields) > 0 {
 		return &web.SettingsError{Fields: fields}
@@ -225,19 +215,19 @@ func (s *state) SaveSettings(values map[string]string) error {
 			return web.Refuse(fmt.Errorf("config %s: [%s]: %v: nothing saved", s.path, section, err))
 		}
 	}
-	rc, err := resolveConfigText(s.path, text, s.getenv)
+	rc, err := ResolveText(s.path, text, s.getenv)
 	// A value that would fall back to its default with a warning is refused here: the
 	// form says what is wrong instead of saving something that does not apply.
-	for _, k := range rc.warnKeys {
-		id := k.section + "." + k.name
+	for _, k := range rc.WarnKeys {
+		id := k.Section + "." + k.Name
 		if raw, asked := values[id]; asked {
-			fields[id] = fmt.Sprintf("%s = %s: must be %s", k, strings.TrimSpace(raw), k.accepts)
+			fields[id] = fmt.Sprintf("%s = %s: must be %s", k, strings.TrimSpace(raw), k.Accepts)
 		}
 	}
 	if err != nil {
-		kes, all := keyErrors(err)
+		kes, all := KeyErrors(err)
 		for _, ke := range kes {
-			id := ke.key.section + "." + ke.key.name
+			id := ke.Key.Section + "." + ke.Key.Name
 			if _, asked := values[id]; asked {
 				fields[id] = ke.detail
 			} else {

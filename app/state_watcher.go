@@ -91,7 +91,7 @@ func (s *state) poll() {
 		s.configError(fmt.Sprintf("config.toml was removed (%s): the running settings stay until it is back or the service restarts", s.path))
 		return
 	}
-	rc, err := resolveConfigText(s.path, text, s.getenv)
+	rc, err := ResolveText(s.path, text, s.getenv)
 	if err != nil {
 		s.configError(err.Error())
 		return

@@ -30,8 +30,8 @@ func (s *state) refreshWiring() {
 // us is not wired, or not installed when the installer finds no trace of the agent.
 func (s *state) checkWiring() map[string]wiring {
 	checks := agentChecks(context.Background(), s.sys, "", s.port, "", true)
-	out := make(map[string]wiring, len(configuredAgents))
-	for _, agent := range configuredAgents {
+	out := make(map[string]wiring, len(ConfiguredAgents))
+	for _, agent := range ConfiguredAgents {
 		var ok, fail, warn, info []doctorCheck
 		for _, c := range checks {
 			if c.Name != agent && !strings.HasPrefix(c.Name, agent+" (") {

@@ -83,10 +83,10 @@ func status(ctx context.Context, args []string, sys system) error {
 	rep := statusReport{}
 	port := 4100
 	prices := savings.DefaultPrices() // when the config does not load
-	path, explicit, err := ConfigPath(*configFlag, sys.getenv, sys.configDir)
+	path, explicit, err := Path(*configFlag, sys.getenv, sys.configDir)
 	if err == nil {
 		var cfg Config
-		if cfg, err = LoadConfig(path, explicit, sys.getenv); err == nil {
+		if cfg, err = Load(path, explicit, sys.getenv); err == nil {
 			rep.Config, port, prices = cfg.Path, cfg.Port, cfg.Prices
 			rep.Memory = "recall on trim: " + cfg.Memory.String()
 			rep.Agents = agentStatuses(cfg, sys.getenv, port)
@@ -160,7 +160,7 @@ func writeStatusSummary(w io.Writer, rep *statusReport, verbose bool) {
 	if len(rep.Agents) > 0 {
 		var on, off []string
 		for _, a := range rep.Agents {
-			if a.Agent == agentUnknown {
+			if a.Agent == AgentUnknown {
 				continue
 			}
 			if a.On {
@@ -196,18 +196,18 @@ func plural(n int, one, many string) string {
 // (switchState.rule), read again from the config file (LoadConfig keeps only the resolved
 // value).
 func agentStatuses(cfg Config, getenv func(string) string, port int) []agentStatus {
-	var f fileConfig
+	var f File
 	if cfg.Path != "" {
-		if b, err := readConfigFile(cfg.Path); err == nil {
-			_ = decodeFile(cfg.Path, b, &f) // LoadConfig already decoded it without error
+		if b, err := ReadFile(cfg.Path); err == nil {
+			_ = DecodeFile(cfg.Path, b, &f) // LoadConfig already decoded it without error
 		}
 	}
-	sw := switchesOf(&f.ContextProxy, getenv)
+	sw := SwitchesOf(&f.ContextProxy, getenv)
 	var out []agentStatus
-	for _, agent := range slices.Concat(configuredAgents, []string{agentUnknown}) {
+	for _, agent := range slices.Concat(ConfiguredAgents, []string{AgentUnknown}) {
 		a := agentStatus{Agent: agent, On: cfg.Agents[agent], Route: fmt.Sprintf("http://127.0.0.1:%d/%s", port, agent)}
-		_, a.Source = sw.rule(agent)
-		if agent == agentUnknown {
+		_, a.Source = sw.Rule(agent)
+		if agent == AgentUnknown {
 			a.Route = fmt.Sprintf("http://127.0.0.1:%d (unprefixed routes)", port)
 		}
 		out = append(out, a)

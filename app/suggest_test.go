@@ -49,10 +49,10 @@ func TestSuggest(t *testing.T) {
 			t.Errorf("suggest(%q) = %q, want %q", tt.typo, got, tt.want)
 		}
 	}
-	if got := suggest("claude", configuredAgents); got != "" {
+	if got := suggest("claude", ConfiguredAgents); got != "" {
 		t.Errorf("suggest(claude) = %q: 5 edits from claude-code, want none", got)
 	}
-	if got := suggest("claud-code", configuredAgents); got != "claude-code" {
+	if got := suggest("claud-code", ConfiguredAgents); got != "claude-code" {
 		t.Errorf("suggest(claud-code) = %q, want claude-code", got)
 	}
 }

@@ -1,63 +1,71 @@
 package app
 
 import (
-	"fmt"
 	"slices"
-
-	"github.com/smarter-compact/smarter-compact/web"
 )
 
-// switchState is the trimming switches of config.toml and the environment (DESIGN.md §5).
-type switchState struct {
-	master bool                // [context_proxy] enabled; unset means true
-	saved  bool                // [context_proxy] enabled is set
-	paused bool                // [context_proxy] paused; unset means false
-	modes  map[string]web.Mode // configured agent → on (key true), off (key false), follow (no key)
-	// env is CONTEXT_PROXY_ENABLED when set to a valid value ("" otherwise), envOn its value.
-	env   string
+// Mode is an agent's saved switch: its [context_proxy.agents] key true (on), false (off) or
+// absent (follow). Its values are web.Mode's, which app converts to.
+type Mode string
+
+// The three modes.
+const (
+	ModeOn     Mode = "on"
+	ModeOff    Mode = "off"
+	ModeFollow Mode = "follow"
+)
+
+// Switches is the trimming switches of config.toml and the environment (DESIGN.md §5).
+type Switches struct {
+	master bool            // [context_proxy] enabled; unset means true
+	saved  bool            // [context_proxy] enabled is set
+	paused bool            // [context_proxy] paused; unset means false
+	modes  map[string]Mode // configured agent → on (key true), off (key false), follow (no key)
+	// Env is CONTEXT_PROXY_ENABLED when set to a valid value ("" otherwise), envOn its value.
+	Env   string
 	envOn bool
 }
 
-// switchesOf reads the switches from the decoded [context_proxy] table and getenv.
-func switchesOf(cp *fileContextProxy, getenv func(string) string) switchState {
-	sw := switchState{master: true, modes: map[string]web.Mode{}}
+// SwitchesOf reads the switches from the decoded [context_proxy] table and getenv.
+func SwitchesOf(cp *FileContextProxy, getenv func(string) string) Switches {
+	sw := Switches{master: true, modes: map[string]Mode{}}
 	if cp.Enabled != nil {
 		sw.master, sw.saved = *cp.Enabled, true
 	}
 	if cp.Paused != nil {
 		sw.paused = *cp.Paused
 	}
-	for agent, v := range map[string]*bool{agentClaudeCode: cp.Agents.ClaudeCode, agentCodex: cp.Agents.Codex, agentOpenCode: cp.Agents.OpenCode} {
+	for agent, v := range map[string]*bool{AgentClaudeCode: cp.Agents.ClaudeCode, AgentCodex: cp.Agents.Codex, AgentOpenCode: cp.Agents.OpenCode} {
 		switch {
 		case v == nil:
-			sw.modes[agent] = web.ModeFollow
+			sw.modes[agent] = ModeFollow
 		case *v:
-			sw.modes[agent] = web.ModeOn
+			sw.modes[agent] = ModeOn
 		default:
-			sw.modes[agent] = web.ModeOff
+			sw.modes[agent] = ModeOff
 		}
 	}
-	if v, ok := envOverride(keyEnabled, getenv); ok {
-		if on, err := parseBool(v); err == nil {
-			sw.env, sw.envOn = v, on
+	if v, ok := EnvOverride(KeyEnabled, getenv); ok {
+		if on, err := ParseBool(v); err == nil {
+			sw.Env, sw.envOn = v, on
 		}
 	}
 	return sw
 }
 
-// mode is agent's saved mode; "unknown" and any agent without a key follow the master.
-func (sw switchState) mode(agent string) web.Mode {
+// Mode is agent's saved Mode; "unknown" and any agent without a key follow the master.
+func (sw Switches) Mode(agent string) Mode {
 	if m, ok := sw.modes[agent]; ok {
 		return m
 	}
-	return web.ModeFollow
+	return ModeFollow
 }
 
-// effective is whether trimming is on for every configured agent and "unknown".
-func (sw switchState) effective() map[string]bool {
-	agents := make(map[string]bool, len(configuredAgents)+1)
-	for _, a := range append(slices.Clone(configuredAgents), agentUnknown) {
-		agents[a], _ = sw.trimming(a)
+// Effective is whether trimming is on for every configured agent and "unknown".
+func (sw Switches) Effective() map[string]bool {
+	agents := make(map[string]bool, len(ConfiguredAgents)+1)
+	for _, a := range append(slices.Clone(ConfiguredAgents), AgentUnknown) {
+		agents[a], _ = sw.Rule(a)
 	}
 	return agents
 }
@@ -65,44 +73,30 @@ func (sw switchState) effective() map[string]bool {
 // Where an agent's effective switch comes from (switchState.rule), as `status` names it;
 // the fifth is keyEnabled.env, the environment variable's name.
 const (
-	sourcePaused  = "paused"
-	sourceSaved   = "saved"
-	sourceFollows = "follows enabled"
-	sourceDefault = "default"
-	sourceEnv     = "CONTEXT_PROXY_ENABLED" // keyEnabled.env
+	SourcePaused  = "paused"
+	SourceSaved   = "saved"
+	SourceFollows = "follows enabled"
+	SourceDefault = "default"
+	SourceEnv     = "CONTEXT_PROXY_ENABLED" // keyEnabled.env
 )
 
-// rule is the effective rule and where its value comes from: pause wins over everything
+// Rule is the effective Rule and where its value comes from: pause wins over everything
 // (every agent passes through untouched); then a set CONTEXT_PROXY_ENABLED is the master
 // switch over every agent key (0 forwards every request unmodified, seed 001's proxy table);
 // then the agent's key; an agent without one follows [context_proxy] enabled. Our decision
 // for the Go product: with enabled unset every agent is on (the seed had only opencode2 on),
 // because installing Smarter Compact is the opt-in.
-func (sw switchState) rule(agent string) (on bool, source string) {
-	switch m := sw.mode(agent); {
+func (sw Switches) Rule(agent string) (on bool, source string) {
+	switch m := sw.Mode(agent); {
 	case sw.paused:
-		return false, sourcePaused
-	case sw.env != "":
-		return sw.envOn, keyEnabled.env
-	case m != web.ModeFollow:
-		return m == web.ModeOn, sourceSaved
+		return false, SourcePaused
+	case sw.Env != "":
+		return sw.envOn, KeyEnabled.Env
+	case m != ModeFollow:
+		return m == ModeOn, SourceSaved
 	case sw.saved:
-		return sw.master, sourceFollows
+		return sw.master, SourceFollows
 	default:
-		return sw.master, sourceDefault
+		return sw.master, SourceDefault
 	}
-}
-
-// trimming is rule with the reason in words.
-func (sw switchState) trimming(agent string) (on bool, why string) {
-	on, source := sw.rule(agent)
-	switch source {
-	case sourcePaused:
-		return on, "off: paused"
-	case keyEnabled.env:
-		return on, fmt.Sprintf("%s: %s=%s overrides", onOffWord(on), keyEnabled.env, sw.env)
-	case sourceSaved:
-		return on, onOffWord(on) + " (saved)"
-	}
-	return on, onOffWord(on) + " (follows the master switch)"
 }

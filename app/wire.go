@@ -35,7 +35,7 @@ func (w *wirer) Plan(ctx context.Context) ([]web.WirePlan, error) {
 	w.st.refreshWiring()
 	var plans []web.WirePlan
 	for _, a := range w.st.State().Agents {
-		if a.Agent != agentUnknown {
+		if a.Agent != AgentUnknown {
 			plans = append(plans, web.WirePlan{Agent: a.Agent, Wiring: a.Wiring, Detail: a.WiringDetail})
 		}
 	}

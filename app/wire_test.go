@@ -41,7 +41,7 @@ func wireServer(t *testing.T) (base string, sys system, files map[string]string)
 			t.Fatal(err)
 		}
 	}
-	path, explicit, err := ConfigPath("", sys.getenv, sys.configDir)
+	path, explicit, err := Path("", sys.getenv, sys.configDir)
 	if err != nil {
 		t.Fatal(err)
 	}

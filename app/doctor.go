@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
@@ -78,10 +79,10 @@ func doctor(ctx context.Context, sys system, configFlag string) doctorReport {
 	}
 
 	port := fallbackPort
-	path, explicit, err := Path(configFlag, sys.getenv, sys.configDir)
-	var cfg Config
+	path, explicit, err := config.Path(configFlag, sys.getenv, sys.configDir)
+	var cfg config.Config
 	if err == nil {
-		cfg, err = Load(path, explicit, sys.getenv)
+		cfg, err = config.Load(path, explicit, sys.getenv)
 	}
 	switch {
 	case err != nil:

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
@@ -57,7 +58,7 @@ func serviceCmd(ctx context.Context, args []string, sys system) error {
 	case "install", "uninstall", "start", "stop", "status":
 	default:
 		return usageError{fmt.Sprintf("service: unknown command %q%s: run 'smarter-compact service -h'", sub,
-			didYouMean(sub, []string{"install", "uninstall", "start", "stop", "status"}))}
+			config.DidYouMean(sub, []string{"install", "uninstall", "start", "stop", "status"}))}
 	}
 	fs := flag.NewFlagSet("service "+sub, flag.ContinueOnError)
 	configFlag := fs.String("config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir); install passes it to serve")
@@ -108,10 +109,10 @@ func serviceCmd(ctx context.Context, args []string, sys system) error {
 func serviceConfig(sys system, configFlag string, strict bool) (installer.ServiceConfig, []string, error) {
 	var notes []string
 	port := fallbackPort
-	path, explicit, err := Path(configFlag, sys.getenv, sys.configDir)
+	path, explicit, err := config.Path(configFlag, sys.getenv, sys.configDir)
 	if err == nil {
-		var c Config
-		if c, err = Load(path, explicit, sys.getenv); err == nil {
+		var c config.Config
+		if c, err = config.Load(path, explicit, sys.getenv); err == nil {
 			port = c.Port
 		}
 	}
@@ -146,7 +147,7 @@ func serviceConfig(sys system, configFlag string, strict bool) (installer.Servic
 		}
 	}
 	var unseen []string
-	for _, k := range AllKeys {
+	for _, k := range config.AllKeys {
 		if k.Env != "" && sys.getenv(k.Env) != "" {
 			unseen = append(unseen, k.Env)
 		}

@@ -112,3 +112,10 @@ func TestBuildCheck(t *testing.T) {
 		t.Fatal("no check is never stale")
 	}
 }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/proxy"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -45,7 +46,7 @@ type state struct {
 	build *buildCheck
 	// start is the config as resolved at start: the values in effect of the settings that
 	// need a restart.
-	start Config
+	start config.Config
 
 	// on is the effective trimming per agent (claude-code, codex, opencode, unknown),
 	// replaced whole on every change: Enabled reads it without a lock.
@@ -54,8 +55,8 @@ type state struct {
 	mu           sync.Mutex
 	px           *proxy.Proxy     // nil until attach
 	onRowsStored func(sid string) // kept in every proxy.Settings pushed
-	cur          Config           // in effect; Proxy.OnRowsStored always nil here
-	file         File             // config.toml as last loaded
+	cur          config.Config    // in effect; Proxy.OnRowsStored always nil here
+	file         config.File      // config.toml as last loaded
 	configErr    string           // why the last hand edit did not load, "" when it did
 	// seen is config.toml's content as last loaded, saved or found not to load: the
 	// watcher reloads when the file's content differs (the content, not its size and mtime,
@@ -90,7 +91,7 @@ type stateOptions struct {
 func newState(o stateOptions) (*state, error) {
 	// seen is the content loaded, read once: an edit after it differs, and the watcher
 	// applies it.
-	rc, before, err := LoadText(o.Path, o.Explicit, o.Sys.getenv)
+	rc, before, err := config.LoadText(o.Path, o.Explicit, o.Sys.getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +127,7 @@ func newState(o stateOptions) (*state, error) {
 
 // config returns the configuration in effect (the values of the settings applied live;
 // the others as at start are in s.start).
-func (s *state) config() Config {
+func (s *state) config() config.Config {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur
@@ -142,7 +143,7 @@ func (s *state) attach(px *proxy.Proxy, onRowsStored func(sid string)) {
 }
 
 // proxySettings is c's proxy settings with the embedder's hook.
-func (s *state) proxySettings(c Config) proxy.Settings {
+func (s *state) proxySettings(c config.Config) proxy.Settings {
 	ps := c.Proxy
 	ps.OnRowsStored = s.onRowsStored
 	c.RecallSettings(&ps)
@@ -156,7 +157,7 @@ func (s *state) Enabled(agent string) bool {
 	if v, ok := m[agent]; ok {
 		return v
 	}
-	return m[AgentUnknown]
+	return m[config.AgentUnknown]
 }
 
 // storeEnabled publishes s.cur.Agents for Enabled. Callers hold s.mu (or own s alone).
@@ -169,7 +170,7 @@ func (s *state) storeEnabled() {
 // "claude-code=on codex=off opencode=on unknown=on".
 func (s *state) agentsString() string {
 	var sb strings.Builder
-	for i, agent := range slices.Concat(ConfiguredAgents, []string{AgentUnknown}) {
+	for i, agent := range slices.Concat(config.ConfiguredAgents, []string{config.AgentUnknown}) {
 		if i > 0 {
 			sb.WriteByte(' ')
 		}
@@ -183,7 +184,7 @@ func (s *state) State() web.State {
 	installed, stale := s.build.check() // a stat, outside s.mu
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sw := SwitchesOf(&s.file.ContextProxy, s.getenv)
+	sw := config.SwitchesOf(&s.file.ContextProxy, s.getenv)
 	base := "http://127.0.0.1:" + strconv.Itoa(s.port)
 	st := web.State{
 		Version:     version,
@@ -191,15 +192,15 @@ func (s *state) State() web.State {
 		StartedAt:   s.started,
 		ConfigPath:  s.path,
 		StoreDir:    s.storeDir,
-		Master:      sw.master,
-		Paused:      sw.paused,
+		Master:      sw.Master,
+		Paused:      sw.Paused,
 		Tray:        s.tray,
 		ConfigError: s.configErr,
 		Revision:    s.rev,
 		Settings:    s.settings(),
 	}
 	if sw.Env != "" {
-		st.EnvLock = KeyEnabled.Env + "=" + sw.Env
+		st.EnvLock = config.KeyEnabled.Env + "=" + sw.Env
 	}
 	if s.build != nil {
 		st.Build, st.InstalledBuild, st.ProxyStale = s.build.running, installed, stale
@@ -207,10 +208,10 @@ func (s *state) State() web.State {
 			st.RestartCommand = restartCommand
 		}
 	}
-	for _, agent := range slices.Concat(ConfiguredAgents, []string{AgentUnknown}) {
+	for _, agent := range slices.Concat(config.ConfiguredAgents, []string{config.AgentUnknown}) {
 		on, why := trimming(sw, agent)
 		a := web.AgentSwitch{Agent: agent, Mode: web.Mode(sw.Mode(agent)), Trimming: on, Why: why, Route: base + routeOf(agent)}
-		if agent == AgentUnknown {
+		if agent == config.AgentUnknown {
 			a.Route = base // the unprefixed routes; an unknown agent has no config to check
 		} else {
 			w := s.wiring[agent]
@@ -264,14 +265,14 @@ func (s *state) bump() {
 }
 
 // trimming is rule with the reason in words.
-func trimming(sw Switches, agent string) (on bool, why string) {
+func trimming(sw config.Switches, agent string) (on bool, why string) {
 	on, source := sw.Rule(agent)
 	switch source {
-	case SourcePaused:
+	case config.SourcePaused:
 		return on, "off: paused"
-	case KeyEnabled.Env:
-		return on, fmt.Sprintf("%s: %s=%s overrides", onOffWord(on), KeyEnabled.Env, sw.Env)
-	case SourceSaved:
+	case config.KeyEnabled.Env:
+		return on, fmt.Sprintf("%s: %s=%s overrides", onOffWord(on), config.KeyEnabled.Env, sw.Env)
+	case config.SourceSaved:
 		return on, onOffWord(on) + " (saved)"
 	}
 	return on, onOffWord(on) + " (follows the master switch)"

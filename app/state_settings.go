@@ -11,20 +11,21 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
 // settingDef is one key of the settings page.
 type settingDef struct {
-	k     Key
+	k     config.Key
 	label string
 	help  string
 	kind  string // "int", "float", "bool", "string"
 	// live: the running service applies a change at once (proxy.SetSettings, or read
 	// where used); otherwise it takes a restart.
 	live  bool
-	value func(c *Config) string // the value in c as text, "" for none
-	saved func(f *File) any      // the file's pointer (*int64, *float64, *bool, *string)
+	value func(c *config.Config) string // the value in c as text, "" for none
+	saved func(f *config.File) any      // the file's pointer (*int64, *float64, *bool, *string)
 }
 
 // id is the key as the settings form names it: "<section>.<name>".
@@ -37,48 +38,48 @@ func floatText(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 // settingDefs are the keys the dashboard's settings page shows, in its order. The agent
 // switches, enabled and paused have their own controls.
 var settingDefs = []settingDef{
-	{KeyTrimAtTokens, "Trim at (tokens)", "A request whose estimated prompt exceeds this many tokens is trimmed; empty follows the model (95000 for Haiku, 120000 otherwise).", "int", true,
-		func(c *Config) string {
+	{config.KeyTrimAtTokens, "Trim at (tokens)", "A request whose estimated prompt exceeds this many tokens is trimmed; empty follows the model (95000 for Haiku, 120000 otherwise).", "int", true,
+		func(c *config.Config) string {
 			if c.Proxy.TrimAtTokens == 0 {
 				return ""
 			}
 			return intText(c.Proxy.TrimAtTokens)
-		}, func(f *File) any { return f.ContextProxy.TrimAtTokens }},
-	{KeyTrimToFraction, "Trim to (fraction)", "How much of the older in-turn steps a trim keeps.", "float", true,
-		func(c *Config) string { return floatText(c.Proxy.TrimToFraction) }, func(f *File) any { return f.ContextProxy.TrimToFraction }},
-	{KeyCharsPerToken, "Characters per token", "The ratio that estimates a prompt's tokens before a session reports its real usage.", "float", true,
-		func(c *Config) string { return floatText(c.Proxy.CharsPerToken) }, func(f *File) any { return f.ContextProxy.CharsPerToken }},
-	{KeyCompressOverTokens, "Compress tool results over (tokens)", "Tool results larger than this many estimated tokens are compressed; 0 turns compression off.", "int", true,
-		func(c *Config) string { return intText(c.Proxy.CompressOverTokens) }, func(f *File) any { return f.ContextProxy.CompressOverTokens }},
-	{KeyStandingInstruction, "Standing instruction", "Adds the instruction that tells the model trimmed turns are saved and how to recall them.", "bool", true,
-		func(c *Config) string { return tomlBool(c.Proxy.StandingInstruction) }, func(f *File) any { return f.ContextProxy.StandingInstruction }},
-	{KeyPort, "Port", "The loopback port of the proxy, the dashboard and the recall tools; after a change run 'smarter-compact install' to point the agents at it.", "int", false,
-		func(c *Config) string { return intText(c.Port) }, func(f *File) any { return f.ContextProxy.Port }},
-	{KeyMaxChars, "Recall block size (characters)", "The cap on the recall block after a trim pointer, frame included; recall needs a [memory] table (docs/memory.md).", "int", true,
-		func(c *Config) string { return intText(c.CompactionMaxChars) }, func(f *File) any { return f.Compaction.MaxChars }},
-	{KeyRecall, "Recall in the trim pointer", "Puts memory recalled for the cut turn after the trim pointer; needs a [memory] table (docs/memory.md).", "bool", true,
-		func(c *Config) string { return tomlBool(c.CompactionRecall) }, func(f *File) any { return f.Compaction.Recall }},
-	{KeyTTLDays, "Keep sessions (days)", "Sessions idle longer than this are deleted by the daily retention sweep; 0 keeps everything.", "int", true,
-		func(c *Config) string { return intText(c.TTLDays) }, func(f *File) any { return f.ContextStore.TTLDays }},
-	{KeyEmbeddingModel, "Embedding model", "The model that embeds rows for hybrid search; empty turns vectors off.", "string", false,
-		func(c *Config) string { return c.EmbeddingModel }, func(f *File) any { return f.ContextStore.EmbeddingModel }},
-	{KeyEmbeddingURL, "Embedding URL", "The OpenAI-compatible embeddings endpoint's base URL.", "string", false,
-		func(c *Config) string { return c.EmbeddingURL }, func(f *File) any { return f.ContextStore.EmbeddingURL }},
-	{KeyEmbeddingTimeoutS, "Embedding timeout (seconds)", "How long one embeddings call may take.", "int", false,
-		func(c *Config) string { return intText(int(c.EmbeddingTimeout / time.Second)) }, func(f *File) any { return f.ContextStore.EmbeddingTimeoutS }},
-	{KeyEmbeddingMaxChars, "Embedded characters per row", "How many characters of each row's head are embedded.", "int", false,
-		func(c *Config) string { return intText(c.EmbeddingMaxChars) }, func(f *File) any { return f.ContextStore.EmbeddingMaxChars }},
-	{KeyUpstreamAnthropic, "Anthropic upstream", "Where Anthropic Messages API requests go (a gateway's base URL chains through it).", "string", true,
-		func(c *Config) string { return c.Proxy.Upstreams["anthropic"] }, func(f *File) any { return f.Upstream.Anthropic }},
-	{KeyUpstreamOpenAI, "OpenAI upstream", "Where OpenAI Chat Completions and Responses requests go.", "string", true,
-		func(c *Config) string { return c.Proxy.Upstreams["openai"] }, func(f *File) any { return f.Upstream.OpenAI }},
-	{KeyUpstreamCodex, "Codex upstream", "Where Codex's ChatGPT-login requests go.", "string", true,
-		func(c *Config) string { return c.Proxy.Upstreams["codex"] }, func(f *File) any { return f.Upstream.Codex }},
+		}, func(f *config.File) any { return f.ContextProxy.TrimAtTokens }},
+	{config.KeyTrimToFraction, "Trim to (fraction)", "How much of the older in-turn steps a trim keeps.", "float", true,
+		func(c *config.Config) string { return floatText(c.Proxy.TrimToFraction) }, func(f *config.File) any { return f.ContextProxy.TrimToFraction }},
+	{config.KeyCharsPerToken, "Characters per token", "The ratio that estimates a prompt's tokens before a session reports its real usage.", "float", true,
+		func(c *config.Config) string { return floatText(c.Proxy.CharsPerToken) }, func(f *config.File) any { return f.ContextProxy.CharsPerToken }},
+	{config.KeyCompressOverTokens, "Compress tool results over (tokens)", "Tool results larger than this many estimated tokens are compressed; 0 turns compression off.", "int", true,
+		func(c *config.Config) string { return intText(c.Proxy.CompressOverTokens) }, func(f *config.File) any { return f.ContextProxy.CompressOverTokens }},
+	{config.KeyStandingInstruction, "Standing instruction", "Adds the instruction that tells the model trimmed turns are saved and how to recall them.", "bool", true,
+		func(c *config.Config) string { return tomlBool(c.Proxy.StandingInstruction) }, func(f *config.File) any { return f.ContextProxy.StandingInstruction }},
+	{config.KeyPort, "Port", "The loopback port of the proxy, the dashboard and the recall tools; after a change run 'smarter-compact install' to point the agents at it.", "int", false,
+		func(c *config.Config) string { return intText(c.Port) }, func(f *config.File) any { return f.ContextProxy.Port }},
+	{config.KeyMaxChars, "Recall block size (characters)", "The cap on the recall block after a trim pointer, frame included; recall needs a [memory] table (docs/memory.md).", "int", true,
+		func(c *config.Config) string { return intText(c.CompactionMaxChars) }, func(f *config.File) any { return f.Compaction.MaxChars }},
+	{config.KeyRecall, "Recall in the trim pointer", "Puts memory recalled for the cut turn after the trim pointer; needs a [memory] table (docs/memory.md).", "bool", true,
+		func(c *config.Config) string { return tomlBool(c.CompactionRecall) }, func(f *config.File) any { return f.Compaction.Recall }},
+	{config.KeyTTLDays, "Keep sessions (days)", "Sessions idle longer than this are deleted by the daily retention sweep; 0 keeps everything.", "int", true,
+		func(c *config.Config) string { return intText(c.TTLDays) }, func(f *config.File) any { return f.ContextStore.TTLDays }},
+	{config.KeyEmbeddingModel, "Embedding model", "The model that embeds rows for hybrid search; empty turns vectors off.", "string", false,
+		func(c *config.Config) string { return c.EmbeddingModel }, func(f *config.File) any { return f.ContextStore.EmbeddingModel }},
+	{config.KeyEmbeddingURL, "Embedding URL", "The OpenAI-compatible embeddings endpoint's base URL.", "string", false,
+		func(c *config.Config) string { return c.EmbeddingURL }, func(f *config.File) any { return f.ContextStore.EmbeddingURL }},
+	{config.KeyEmbeddingTimeoutS, "Embedding timeout (seconds)", "How long one embeddings call may take.", "int", false,
+		func(c *config.Config) string { return intText(int(c.EmbeddingTimeout / time.Second)) }, func(f *config.File) any { return f.ContextStore.EmbeddingTimeoutS }},
+	{config.KeyEmbeddingMaxChars, "Embedded characters per row", "How many characters of each row's head are embedded.", "int", false,
+		func(c *config.Config) string { return intText(c.EmbeddingMaxChars) }, func(f *config.File) any { return f.ContextStore.EmbeddingMaxChars }},
+	{config.KeyUpstreamAnthropic, "Anthropic upstream", "Where Anthropic Messages API requests go (a gateway's base URL chains through it).", "string", true,
+		func(c *config.Config) string { return c.Proxy.Upstreams["anthropic"] }, func(f *config.File) any { return f.Upstream.Anthropic }},
+	{config.KeyUpstreamOpenAI, "OpenAI upstream", "Where OpenAI Chat Completions and Responses requests go.", "string", true,
+		func(c *config.Config) string { return c.Proxy.Upstreams["openai"] }, func(f *config.File) any { return f.Upstream.OpenAI }},
+	{config.KeyUpstreamCodex, "Codex upstream", "Where Codex's ChatGPT-login requests go.", "string", true,
+		func(c *config.Config) string { return c.Proxy.Upstreams["codex"] }, func(f *config.File) any { return f.Upstream.Codex }},
 }
 
 // defaultConfig is the config without a file or environment: the settings' defaults.
-var defaultConfig = sync.OnceValue(func() Config {
-	rc, err := ResolveText("", nil, func(string) string { return "" })
+var defaultConfig = sync.OnceValue(func() config.Config {
+	rc, err := config.ResolveText("", nil, func(string) string { return "" })
 	if err != nil {
 		panic("app: the defaults do not resolve: " + err.Error())
 	}
@@ -121,7 +122,7 @@ func (s *state) settings() []web.Setting {
 			Key: d.id(), Label: d.label, Value: d.value(c), Saved: savedText(d.saved(&s.file)),
 			Default: d.value(&def), Accepts: d.k.Accepts, Help: d.help, Restart: !d.live, Kind: d.kind,
 		}
-		if _, ok := EnvOverride(d.k, s.getenv); ok {
+		if _, ok := config.EnvOverride(d.k, s.getenv); ok {
 			set.Env = d.k.Env
 		}
 		out = append(out, set)
@@ -175,7 +176,7 @@ func (s *state) SaveSettings(values map[string]string) error {
 			continue
 		}
 		d := settingDefs[i]
-		if v, ok := EnvOverride(d.k, s.getenv); ok {
+		if v, ok := config.EnvOverride(d.k, s.getenv); ok {
 			// A form that posts every field sends the value it shows: no change, no error.
 			if raw != savedText(d.saved(&s.file)) && raw != d.value(&s.cur) && raw != d.value(&s.start) {
 				fields[id] = fmt.Sprintf("%s=%s is set in the service's environment and overrides %s: change or unset the variable where the service starts, then restart it", d.k.Env, v, d.k)
@@ -215,7 +216,7 @@ func (s *state) SaveSettings(values map[string]string) error {
 			return web.Refuse(fmt.Errorf("config %s: [%s]: %v: nothing saved", s.path, section, err))
 		}
 	}
-	rc, err := ResolveText(s.path, text, s.getenv)
+	rc, err := config.ResolveText(s.path, text, s.getenv)
 	// A value that would fall back to its default with a warning is refused here: the
 	// form says what is wrong instead of saving something that does not apply.
 	for _, k := range rc.WarnKeys {
@@ -225,11 +226,11 @@ func (s *state) SaveSettings(values map[string]string) error {
 		}
 	}
 	if err != nil {
-		kes, all := KeyErrors(err)
+		kes, all := config.KeyErrors(err)
 		for _, ke := range kes {
 			id := ke.Key.Section + "." + ke.Key.Name
 			if _, asked := values[id]; asked {
-				fields[id] = ke.detail
+				fields[id] = ke.Detail
 			} else {
 				all = false
 			}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/proxy"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/store/savings"
 )
@@ -83,10 +84,10 @@ func status(ctx context.Context, args []string, sys system) error {
 	rep := statusReport{}
 	port := 4100
 	prices := savings.DefaultPrices() // when the config does not load
-	path, explicit, err := Path(*configFlag, sys.getenv, sys.configDir)
+	path, explicit, err := config.Path(*configFlag, sys.getenv, sys.configDir)
 	if err == nil {
-		var cfg Config
-		if cfg, err = Load(path, explicit, sys.getenv); err == nil {
+		var cfg config.Config
+		if cfg, err = config.Load(path, explicit, sys.getenv); err == nil {
 			rep.Config, port, prices = cfg.Path, cfg.Port, cfg.Prices
 			rep.Memory = "recall on trim: " + cfg.Memory.String()
 			rep.Agents = agentStatuses(cfg, sys.getenv, port)
@@ -160,7 +161,7 @@ func writeStatusSummary(w io.Writer, rep *statusReport, verbose bool) {
 	if len(rep.Agents) > 0 {
 		var on, off []string
 		for _, a := range rep.Agents {
-			if a.Agent == AgentUnknown {
+			if a.Agent == config.AgentUnknown {
 				continue
 			}
 			if a.On {
@@ -195,19 +196,19 @@ func plural(n int, one, many string) string {
 // agentStatuses lists the agents in display order with where their value comes from
 // (switchState.rule), read again from the config file (LoadConfig keeps only the resolved
 // value).
-func agentStatuses(cfg Config, getenv func(string) string, port int) []agentStatus {
-	var f File
+func agentStatuses(cfg config.Config, getenv func(string) string, port int) []agentStatus {
+	var f config.File
 	if cfg.Path != "" {
-		if b, err := ReadFile(cfg.Path); err == nil {
-			_ = DecodeFile(cfg.Path, b, &f) // LoadConfig already decoded it without error
+		if b, err := config.ReadFile(cfg.Path); err == nil {
+			_ = config.DecodeFile(cfg.Path, b, &f) // LoadConfig already decoded it without error
 		}
 	}
-	sw := SwitchesOf(&f.ContextProxy, getenv)
+	sw := config.SwitchesOf(&f.ContextProxy, getenv)
 	var out []agentStatus
-	for _, agent := range slices.Concat(ConfiguredAgents, []string{AgentUnknown}) {
+	for _, agent := range slices.Concat(config.ConfiguredAgents, []string{config.AgentUnknown}) {
 		a := agentStatus{Agent: agent, On: cfg.Agents[agent], Route: fmt.Sprintf("http://127.0.0.1:%d/%s", port, agent)}
 		_, a.Source = sw.Rule(agent)
-		if agent == AgentUnknown {
+		if agent == config.AgentUnknown {
 			a.Route = fmt.Sprintf("http://127.0.0.1:%d (unprefixed routes)", port)
 		}
 		out = append(out, a)

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"slices"
@@ -17,9 +17,9 @@ const (
 
 // Switches is the trimming switches of config.toml and the environment (DESIGN.md §5).
 type Switches struct {
-	master bool            // [context_proxy] enabled; unset means true
+	Master bool            // [context_proxy] enabled; unset means true
 	saved  bool            // [context_proxy] enabled is set
-	paused bool            // [context_proxy] paused; unset means false
+	Paused bool            // [context_proxy] paused; unset means false
 	modes  map[string]Mode // configured agent → on (key true), off (key false), follow (no key)
 	// Env is CONTEXT_PROXY_ENABLED when set to a valid value ("" otherwise), envOn its value.
 	Env   string
@@ -28,12 +28,12 @@ type Switches struct {
 
 // SwitchesOf reads the switches from the decoded [context_proxy] table and getenv.
 func SwitchesOf(cp *FileContextProxy, getenv func(string) string) Switches {
-	sw := Switches{master: true, modes: map[string]Mode{}}
+	sw := Switches{Master: true, modes: map[string]Mode{}}
 	if cp.Enabled != nil {
-		sw.master, sw.saved = *cp.Enabled, true
+		sw.Master, sw.saved = *cp.Enabled, true
 	}
 	if cp.Paused != nil {
-		sw.paused = *cp.Paused
+		sw.Paused = *cp.Paused
 	}
 	for agent, v := range map[string]*bool{AgentClaudeCode: cp.Agents.ClaudeCode, AgentCodex: cp.Agents.Codex, AgentOpenCode: cp.Agents.OpenCode} {
 		switch {
@@ -88,15 +88,15 @@ const (
 // because installing Smarter Compact is the opt-in.
 func (sw Switches) Rule(agent string) (on bool, source string) {
 	switch m := sw.Mode(agent); {
-	case sw.paused:
+	case sw.Paused:
 		return false, SourcePaused
 	case sw.Env != "":
 		return sw.envOn, KeyEnabled.Env
 	case m != ModeFollow:
 		return m == ModeOn, SourceSaved
 	case sw.saved:
-		return sw.master, SourceFollows
+		return sw.Master, SourceFollows
 	default:
-		return sw.master, SourceDefault
+		return sw.Master, SourceDefault
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"bytes"
@@ -296,7 +296,7 @@ func ResolveText(path string, b []byte, getenv func(string) string) (Resolved, e
 // detail the same without the file's name and position.
 type KeyError struct {
 	Key    Key
-	detail string // e.g. "[context_proxy] port = 0: must be an integer from 1 to 65535"
+	Detail string // e.g. "[context_proxy] port = 0: must be an integer from 1 to 65535"
 	err    error
 }
 
@@ -391,14 +391,14 @@ func unknownKeyError(path string, e *toml.DecodeError) error {
 	line, _ := e.Position()
 	k := e.Key()
 	if len(k) >= 3 && k[0] == "upstream" && k[1] == "agents" && !slices.Contains(ConfiguredAgents, k[2]) {
-		return fmt.Errorf("config %s:%d: unknown agent %q in [upstream.agents.%s]%s: use %s", path, line, k[2], k[2], didYouMean(k[2], ConfiguredAgents), strings.Join(ConfiguredAgents, ", "))
+		return fmt.Errorf("config %s:%d: unknown agent %q in [upstream.agents.%s]%s: use %s", path, line, k[2], k[2], DidYouMean(k[2], ConfiguredAgents), strings.Join(ConfiguredAgents, ", "))
 	}
 	name := strings.Join(k, ".")
 	var known []string
 	for _, ak := range AllKeys {
 		known = append(known, ak.Section+"."+ak.Name)
 	}
-	return fmt.Errorf("config %s:%d: unknown key %q%s (the keys are listed in docs/configuration.md)", path, line, name, didYouMean(name, known))
+	return fmt.Errorf("config %s:%d: unknown key %q%s (the keys are listed in docs/configuration.md)", path, line, name, DidYouMean(name, known))
 }
 
 // blankLine returns b with its 1-based line n emptied (its newline kept, so the other lines

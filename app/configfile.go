@@ -42,7 +42,7 @@ func setConfigKeys(b []byte, section string, keys []configKey) ([]byte, error) {
 }
 
 // readConfigText returns config.toml's bytes, nil when it does not exist; a file that is
-// not regular or too large is an error (readConfigFile).
+// not regular or too large is an error (ReadFile).
 func readConfigText(path string) ([]byte, error) {
 	b, err := config.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {

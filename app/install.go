@@ -362,7 +362,7 @@ func wired(rep installer.Report) bool {
 
 // upstreamConfig is config.toml at path as installer.ChainUpstreams and UnchainUpstreams
 // read it: the families' upstreams in effect and the [upstream.agents.<agent>] keys, parsed
-// by the rules of LoadConfig (decodeFile).
+// by the rules of config.Load (config.DecodeFile).
 func upstreamConfig(path string, port int) installer.UpstreamConfig {
 	return installer.UpstreamConfig{Path: path, Port: port, Families: config.UpstreamFamilies, Agents: config.ConfiguredAgents,
 		Parse: func(b []byte) (installer.Upstreams, error) {

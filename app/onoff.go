@@ -147,7 +147,7 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 }
 
 // saveSwitch saves [context_proxy.agents] <agent> = true|false (on, off) or removes the key
-// (follow) for agents in the config.toml at path, which must load (cfgErr is LoadConfig's
+// (follow) for agents in the config.toml at path, which must load (cfgErr is config.Load's
 // error), and says so on stdout.
 func saveSwitch(path string, cfgErr error, agents []string, mode web.Mode, sys system) error {
 	if cfgErr != nil {

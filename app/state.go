@@ -78,7 +78,7 @@ type wiring struct {
 
 // stateOptions are newState's inputs.
 type stateOptions struct {
-	Path     string // config.toml (ConfigPath), existing or not
+	Path     string // config.toml (config.Path), existing or not
 	Explicit bool   // the user named Path: it must exist
 	Port     int    // serve --port; 0: the config's port
 	StoreDir string // the context store, for State
@@ -86,7 +86,7 @@ type stateOptions struct {
 	Sys      system
 }
 
-// newState loads config.toml at o.Path (the same LoadConfig serve always ran) and builds the
+// newState loads config.toml at o.Path (the same config.Load serve always ran) and builds the
 // state from it. An invalid config is an error: the service does not start with it.
 func newState(o stateOptions) (*state, error) {
 	// seen is the content loaded, read once: an edit after it differs, and the watcher

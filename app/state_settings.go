@@ -159,7 +159,7 @@ func (d settingDef) tomlValue(raw string) (string, error) {
 
 // SaveSettings validates, saves and applies settings (web.Control): values maps
 // "<section>.<name>" to the value as typed ("" removes the key). The new config.toml text is
-// built in memory and resolved exactly as LoadConfig would (the same messages as the CLI);
+// built in memory and resolved exactly as config.Load would (the same messages as the CLI);
 // a *web.SettingsError names each bad key, and nothing is saved then. A key whose
 // environment variable is set is refused unless its value is unchanged.
 func (s *state) SaveSettings(values map[string]string) error {

@@ -194,13 +194,13 @@ func plural(n int, one, many string) string {
 }
 
 // agentStatuses lists the agents in display order with where their value comes from
-// (switchState.rule), read again from the config file (LoadConfig keeps only the resolved
+// (Switches.Rule), read again from the config file (config.Load keeps only the resolved
 // value).
 func agentStatuses(cfg config.Config, getenv func(string) string, port int) []agentStatus {
 	var f config.File
 	if cfg.Path != "" {
 		if b, err := config.ReadFile(cfg.Path); err == nil {
-			_ = config.DecodeFile(cfg.Path, b, &f) // LoadConfig already decoded it without error
+			_ = config.DecodeFile(cfg.Path, b, &f) // config.Load already decoded it without error
 		}
 	}
 	sw := config.SwitchesOf(&f.ContextProxy, getenv)

@@ -419,7 +419,7 @@ func TestConfigFallbacks(t *testing.T) {
 	}
 }
 
-// TestConfigKeysMatchFile keeps allKeys (used for type errors) in step with fileConfig: every
+// TestConfigKeysMatchFile keeps AllKeys (used for type errors) in step with File: every
 // leaf of the TOML struct has a key, and every key a leaf.
 func TestConfigKeysMatchFile(t *testing.T) {
 	t.Parallel()

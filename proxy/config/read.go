@@ -12,10 +12,10 @@ import (
 const MaxBytes = 1 << 20
 
 // ReadFile returns the bytes of the config.toml at path, which must be a regular file
-// of at most configMaxBytes. A FIFO, a device (/dev/zero), a socket or a directory is an
+// of at most MaxBytes. A FIFO, a device (/dev/zero), a socket or a directory is an
 // error at once, never a read that blocks or fills memory: the file is opened
 // non-blocking (configOpenFlags) and checked with Stat on the open descriptor, and at most
-// configMaxBytes+1 bytes are read. A missing file is an error wrapping fs.ErrNotExist.
+// MaxBytes+1 bytes are read. A missing file is an error wrapping fs.ErrNotExist.
 func ReadFile(path string) ([]byte, error) {
 	// Stat first: opening a FIFO on a system without non-blocking opens would wait for a writer.
 	if err := checkConfigFile(path, os.Stat); err != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// hangGuard bounds a call that must return at once: before readConfigFile, a FIFO as
+// hangGuard bounds a call that must return at once: before ReadFile, a FIFO as
 // config.toml blocked the open forever and /dev/zero was read until memory ran out.
 const hangGuard = 30 * time.Second
 

@@ -70,7 +70,7 @@ func (sw Switches) Effective() map[string]bool {
 	return agents
 }
 
-// Where an agent's effective switch comes from (switchState.rule), as `status` names it;
+// Where an agent's effective switch comes from (Switches.Rule), as `status` names it;
 // the fifth is keyEnabled.env, the environment variable's name.
 const (
 	SourcePaused  = "paused"

@@ -163,7 +163,7 @@ const noServiceManager = "no login service manager here: run 'smarter-compact se
 // register with: none for the OS (installer.ErrServiceUnsupported), or Linux without a
 // running systemd.
 func serviceManagerMissing(ctx context.Context, cfg installer.ServiceConfig) bool {
-	if cfg.GOOS == "linux" && !cfg.ForceSystemd && !systemdRunning() {
+	if cfg.SystemdMissing() {
 		return true
 	}
 	_, err := installer.ServiceStatus(ctx, cfg)

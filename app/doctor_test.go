@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/smarter-compact/smarter-compact/installer"
 )
 
 func writeTestFile(t *testing.T, path, text string) {
@@ -304,7 +306,7 @@ func TestDoctorRot(t *testing.T) {
 // same one piece of advice (issue 15, Deliver 3).
 func TestNoServiceManagerAdvice(t *testing.T) {
 	t.Parallel()
-	if runtime.GOOS != "linux" || systemdRunning() {
+	if runtime.GOOS != "linux" || installer.SystemdRunning() {
 		t.Skip("this machine has a login service manager; the advice for one without is not given here")
 	}
 	ctx := t.Context()

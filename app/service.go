@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -126,7 +125,7 @@ func serviceConfig(sys system, configFlag string, strict bool) (installer.Servic
 	if err != nil {
 		return installer.ServiceConfig{}, nil, err
 	}
-	exe, note := serviceExe(sys.goos, exe)
+	exe, note := installer.ServiceExe(sys.goos, exe)
 	if note != "" {
 		notes = append(notes, note)
 	}
@@ -169,30 +168,6 @@ func serviceConfig(sys system, configFlag string, strict bool) (installer.Servic
 		GOOS:         sys.goos,
 		ForceSystemd: forceSystemd,
 	}, notes, nil
-}
-
-// guiExeName is the windowless twin of smarter-compact.exe on Windows (gui_windows.go).
-const guiExeName = "smarter-compact-gui.exe"
-
-// serviceExe is the executable the login service runs, given the one running now (exe, an
-// absolute path for goos). On Windows it is smarter-compact-gui.exe in exe's folder when that
-// file exists (no console window at every logon), else exe itself, with a note that says so.
-// Elsewhere it is exe. A registration naming the GUI exe is then what install would write,
-// so status reads it as current.
-func serviceExe(goos, exe string) (string, string) {
-	if goos != "windows" {
-		return exe, ""
-	}
-	i := strings.LastIndexAny(exe, `\/`)
-	dir, base := exe[:i+1], exe[i+1:]
-	if strings.EqualFold(base, guiExeName) {
-		return exe, ""
-	}
-	gui := dir + guiExeName
-	if fi, err := os.Stat(gui); err == nil && fi.Mode().IsRegular() {
-		return gui, ""
-	}
-	return exe, fmt.Sprintf("no %s beside %s: the logon start runs this console executable, which opens a console window at every logon (install the release zip or MSI, which ship both)", guiExeName, exe)
 }
 
 // serviceLogDir is <state dir>/logs, beside the store's context folder: the LaunchAgent's
@@ -343,7 +318,7 @@ func serviceStatusCmd(ctx context.Context, w io.Writer, cfg installer.ServiceCon
 		ps := probeService(ctx, cfg.Port)
 		st = installer.ServiceState{URL: ps.URL, Running: ps.Answering, Health: ps.Error}
 		rep.Supported, rep.Problem = false, err.Error()
-	} else if cfg.GOOS == "linux" && !cfg.ForceSystemd && !systemdRunning() {
+	} else if cfg.SystemdMissing() {
 		// the unit can be written but nothing would start it: say so instead of advising
 		// an install that fails
 		rep.Supported, rep.Problem = false, "systemd is not running here (as in most containers)"
@@ -412,10 +387,4 @@ func stopOnRequest(ctx context.Context, port int, sys system) (_ context.Context
 		}
 	}()
 	return ctx, func() { cancel(); done() }
-}
-
-// systemdRunning reports whether systemd manages this machine (sd_booted's test).
-func systemdRunning() bool {
-	fi, err := os.Stat("/run/systemd/system")
-	return err == nil && fi.IsDir()
 }

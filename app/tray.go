@@ -54,7 +54,7 @@ func (a *trayApp) LoginStatus(ctx context.Context) tray.Login {
 	if err != nil {
 		return tray.Login{Unsupported: err.Error()}
 	}
-	if cfg.GOOS == "linux" && !cfg.ForceSystemd && !systemdRunning() {
+	if cfg.SystemdMissing() {
 		return tray.Login{Unsupported: "systemd is not running here; " + noServiceManager}
 	}
 	st, err := installer.ServiceStatus(ctx, cfg)

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path"
 	"regexp"
 	"runtime"
@@ -436,4 +437,17 @@ func stopWait(ctx context.Context, c ServiceConfig, def ServiceDef, wasRunning, 
 	st, err := platformStatus(ctx, c, def)
 	res.State = st
 	return res, err
+}
+
+// SystemdRunning reports whether systemd manages this machine (sd_booted's test).
+func SystemdRunning() bool {
+	fi, err := os.Stat("/run/systemd/system")
+	return err == nil && fi.IsDir()
+}
+
+// SystemdMissing reports whether c is a Linux service with no running systemd to start it
+// (as in most containers): the unit could be written, but nothing would run it.
+// ForceSystemd (tests) says systemd is there.
+func (c ServiceConfig) SystemdMissing() bool {
+	return c.GOOS == "linux" && !c.ForceSystemd && !SystemdRunning()
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/web"
 )
@@ -30,7 +31,7 @@ func routes(port int, models, recall http.Handler, dash *web.Server, log *slog.L
 
 func healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set(healthzHeader, version) // a second serve recognises us by it (handOff)
-	w.Header().Set(healthzBuildHeader, proxy.CodeVersion())
+	w.Header().Set(installer.HealthBuildHeader, proxy.CodeVersion())
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte("ok"))
 }

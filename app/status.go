@@ -7,21 +7,18 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/store/savings"
 )
-
-// healthTimeout bounds the GET /healthz that tells whether the service answers.
-const healthTimeout = 1500 * time.Millisecond
 
 // statusReport is `status --json`: the context_status summary (the same keys) plus the
 // config, the per-agent switches and whether the service answers on its port.
@@ -244,33 +241,18 @@ func findService(ctx context.Context, configDir string, port int) (st serviceSta
 	return st, false
 }
 
-// probeService asks GET /healthz on the loopback port, with a short timeout and no proxy
-// or redirects.
+// probeService asks GET /healthz on the loopback port (installer.ProbeHealth).
 func probeService(ctx context.Context, port int) serviceStatus {
-	st := serviceStatus{URL: "http://127.0.0.1:" + strconv.Itoa(port)}
-	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, st.URL+"/healthz", nil)
-	if err != nil {
+	h, err := installer.ProbeHealth(ctx, port)
+	st := serviceStatus{URL: h.URL, Build: h.Build}
+	switch {
+	case err != nil:
 		st.Error = err.Error()
-		return st
+	case h.Status != "":
+		st.Error = fmt.Sprintf("GET /healthz answered %s, not smarter-compact's ok: another program on this port?", h.Status)
+	default:
+		st.Answering = true
 	}
-	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Do(req)
-	if err != nil {
-		st.Error = err.Error()
-		return st
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "ok" {
-		st.Error = fmt.Sprintf("GET /healthz answered %s, not smarter-compact's ok: another program on this port?", resp.Status)
-		return st
-	}
-	st.Answering = true
-	st.Build = resp.Header.Get(healthzBuildHeader)
 	return st
 }
 

@@ -137,7 +137,7 @@ func serve(ctx context.Context, args []string, sys system) error {
 			return proxy.TrimBlocks(b)
 		}})
 	srv := &http.Server{
-		Handler:           bodyDeadline(cfg.BodyReadTimeout, routes(cfg.Port, px, recall.Handler(), dash, log)),
+		Handler:           web.BodyDeadline(cfg.BodyReadTimeout, routes(cfg.Port, px, recall.Handler(), dash, log)),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

@@ -198,7 +198,7 @@ func serviceHelp(err error) error {
 	case errors.Is(err, installer.ErrNoUserManager):
 		return fmt.Errorf("%w\nuntil then run 'smarter-compact serve' (or 'loginctl enable-linger $USER' and log in again, to run user services without a login session)", err)
 	case errors.Is(err, installer.ErrServiceUnsupported):
-		return fmt.Errorf("%w\n%s", err, noServiceManager)
+		return fmt.Errorf("%w\n%s", err, installer.NoServiceManager)
 	case errors.Is(err, installer.ErrNotOurs):
 		return fmt.Errorf("%w\nit was not started by the login service: stop it where it runs (Ctrl-C in its terminal), then 'smarter-compact service start'", err)
 	}
@@ -338,7 +338,7 @@ func serviceStatusCmd(ctx context.Context, w io.Writer, cfg installer.ServiceCon
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	switch {
 	case !rep.Supported:
-		p("login service: none on this system (%s)\n  %s", rep.Problem, noServiceManager)
+		p("login service: none on this system (%s)\n  %s", rep.Problem, installer.NoServiceManager)
 	case !st.Installed:
 		p("login service: not installed (%s: %s): 'smarter-compact service install' starts it at login", st.Manager, st.Path)
 	default:

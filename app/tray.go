@@ -55,12 +55,12 @@ func (a *trayApp) LoginStatus(ctx context.Context) tray.Login {
 		return tray.Login{Unsupported: err.Error()}
 	}
 	if cfg.SystemdMissing() {
-		return tray.Login{Unsupported: "systemd is not running here; " + noServiceManager}
+		return tray.Login{Unsupported: "systemd is not running here; " + installer.NoServiceManager}
 	}
 	st, err := installer.ServiceStatus(ctx, cfg)
 	if err != nil {
 		if errors.Is(err, installer.ErrServiceUnsupported) {
-			return tray.Login{Unsupported: err.Error() + "; " + noServiceManager}
+			return tray.Login{Unsupported: err.Error() + "; " + installer.NoServiceManager}
 		}
 		a.log.Warn("tray: cannot read the login service", "err", err)
 		return tray.Login{Unsupported: firstLine(err)}

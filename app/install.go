@@ -14,7 +14,6 @@ import (
 
 	"github.com/smarter-compact/smarter-compact/assets"
 	"github.com/smarter-compact/smarter-compact/installer"
-	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/proxy/config"
 )
 
@@ -361,34 +360,16 @@ func wired(rep installer.Report) bool {
 }
 
 // upstreamConfig is config.toml at path as installer.ChainUpstreams and UnchainUpstreams
-// read it: the families' upstreams in effect and the [upstream.agents.<agent>] keys, parsed
-// by the rules of config.Load (config.DecodeFile).
+// read it: the families' upstreams in effect and the [upstream.agents.<agent>] keys
+// (config.UpstreamsIn).
 func upstreamConfig(path string, port int) installer.UpstreamConfig {
 	return installer.UpstreamConfig{Path: path, Port: port, Families: config.UpstreamFamilies, Agents: config.ConfiguredAgents,
 		Parse: func(b []byte) (installer.Upstreams, error) {
-			var f config.File
-			if b != nil {
-				if err := config.DecodeFile(path, b, &f); err != nil {
-					return installer.Upstreams{}, err
-				}
+			family, agents, err := config.UpstreamsIn(path, b)
+			if err != nil {
+				return installer.Upstreams{}, err
 			}
-			u := installer.Upstreams{Family: proxy.DefaultSettings().Upstreams, Agents: map[string]map[string]string{}}
-			for fam, p := range f.Families() {
-				if p != nil {
-					u.Family[fam] = strings.TrimRight(*p, "/")
-				}
-			}
-			for _, agent := range config.ConfiguredAgents {
-				for fam, p := range f.AgentUpstreams(agent).ByFamily() {
-					if p != nil {
-						if u.Agents[agent] == nil {
-							u.Agents[agent] = map[string]string{}
-						}
-						u.Agents[agent][fam] = *p
-					}
-				}
-			}
-			return u, nil
+			return installer.Upstreams{Family: family, Agents: agents}, nil
 		}}
 }
 

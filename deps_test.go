@@ -34,6 +34,7 @@ var importRules = map[string][]string{
 	"store/storetest":            {"store"},
 	"store/savings":              {"store"},
 	"proxy":                      {"store"},
+	"proxy/config":               {"proxy", "proxy/memory", "store/savings"},
 	"proxy/fakeupstream":         {"store"},
 	"proxy/memory":               {},
 	"proxy/memory/fakehindsight": {},

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/smarter-compact/smarter-compact/mcp"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/store/embedding"
 )
@@ -184,9 +185,9 @@ func run(ctx context.Context, args []string, sys system) error {
 		return nil
 	}
 	if strings.HasPrefix(cmd, "-") {
-		return usageError{fmt.Sprintf("unknown flag %q before a command%s: run 'smarter-compact help'", cmd, didYouMean(cmd, []string{"--help", "--version"}))}
+		return usageError{fmt.Sprintf("unknown flag %q before a command%s: run 'smarter-compact help'", cmd, config.DidYouMean(cmd, []string{"--help", "--version"}))}
 	}
-	return usageError{fmt.Sprintf("unknown command %q%s: run 'smarter-compact help'", cmd, didYouMean(cmd, commands))}
+	return usageError{fmt.Sprintf("unknown command %q%s: run 'smarter-compact help'", cmd, config.DidYouMean(cmd, commands))}
 }
 
 // commands are the commands of usage, for "did you mean".
@@ -221,7 +222,7 @@ func flagSuggestion(fs *flag.FlagSet, err error) string {
 	name, _, _ = strings.Cut(strings.TrimLeft(name, "-"), "=")
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	if s := suggest(name, names); s != "" {
+	if s := config.Suggest(name, names); s != "" {
 		return fmt.Sprintf(" (did you mean %q?)", "--"+s)
 	}
 	return ""
@@ -259,12 +260,12 @@ func mcpStdio(ctx context.Context, args []string, sys system) error {
 	defer root.Close()
 	// The embedding settings come from the same config as serve's. Recall must work while
 	// that config is broken, so an error only turns hybrid search off.
-	var cfg Config
-	if path, explicit, err := ConfigPath("", sys.getenv, sys.configDir); err != nil {
+	var cfg config.Config
+	if path, explicit, err := config.Path("", sys.getenv, sys.configDir); err != nil {
 		sys.log.Warn("mcp: config not read, hybrid search off", "err", err)
-	} else if cfg, err = LoadConfig(path, explicit, sys.getenv); err != nil {
+	} else if cfg, err = config.Load(path, explicit, sys.getenv); err != nil {
 		sys.log.Warn("mcp: config not read, hybrid search off", "err", err)
-		cfg = Config{}
+		cfg = config.Config{}
 	}
 	srv := mcp.New(root, mcpOptions(cfg, sys))
 	sys.log.Debug("mcp: serving stdio", "store", root.Dir(), "workspace", sys.workdir)
@@ -273,7 +274,7 @@ func mcpStdio(ctx context.Context, args []string, sys system) error {
 
 // embedConfig is the background embedder's configuration ([context_store] embedding_*; the
 // API key only from CONTEXT_EMBEDDING_API_KEY, never from the config file).
-func embedConfig(cfg Config, getenv func(string) string) embedding.Config {
+func embedConfig(cfg config.Config, getenv func(string) string) embedding.Config {
 	return embedding.Config{
 		Model:    cfg.EmbeddingModel,
 		URL:      cfg.EmbeddingURL,
@@ -285,7 +286,7 @@ func embedConfig(cfg Config, getenv func(string) string) embedding.Config {
 
 // mcpOptions are the recall tools' options for serve and mcp: hybrid search embeds queries
 // at embedding_url, also when embedding_model is empty but a session has vectors.
-func mcpOptions(cfg Config, sys system) mcp.Options {
+func mcpOptions(cfg config.Config, sys system) mcp.Options {
 	opts := mcp.Options{Workspace: sys.workdir, Log: sys.log, Version: version,
 		EmbeddingModel: cfg.EmbeddingModel, EmbeddingTimeout: cfg.EmbeddingTimeout}
 	if cfg.EmbeddingURL != "" {

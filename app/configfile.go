@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 )
 
 // configKey is one key = value line our commands write into config.toml: `on`/`off` the
@@ -41,9 +42,9 @@ func setConfigKeys(b []byte, section string, keys []configKey) ([]byte, error) {
 }
 
 // readConfigText returns config.toml's bytes, nil when it does not exist; a file that is
-// not regular or too large is an error (readConfigFile).
+// not regular or too large is an error (ReadFile).
 func readConfigText(path string) ([]byte, error) {
-	b, err := readConfigFile(path)
+	b, err := config.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

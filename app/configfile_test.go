@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -41,7 +42,7 @@ func TestWriteConfigFileSymlink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetAgent(agentCodex, web.ModeOff); err != nil {
+	if err := st.SetAgent(config.AgentCodex, web.ModeOff); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Lstat(link)

@@ -1,5 +1,6 @@
-// Package app is the composition root of smarter-compact: the command line, the
-// configuration (config.toml overlaid by the environment, DESIGN.md §7), and the wiring of
+// Package app is the composition root of smarter-compact: the command line, the runtime
+// state built on the configuration (package proxy/config loads config.toml overlaid by the
+// environment, DESIGN.md §7; app watches it, applies it and saves switches), and the wiring of
 // the serve command (store, proxy, MCP at /mcp, one loopback listener with its Host and
 // browser checks, the tray) and of the mcp command (the MCP tools over stdio), and the
 // login-service lifecycle commands. On Windows the same package is also linked as the
@@ -8,5 +9,5 @@
 //
 // app may import every package of this module; no package imports app (deps_test.go).
 // It is the only place that calls slog.SetDefault. It holds no business rules: trimming is
-// proxy's, storage is store's.
+// proxy's, the config schema proxy/config's, storage is store's.
 package app

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
@@ -78,10 +79,10 @@ func doctor(ctx context.Context, sys system, configFlag string) doctorReport {
 	}
 
 	port := fallbackPort
-	path, explicit, err := ConfigPath(configFlag, sys.getenv, sys.configDir)
-	var cfg Config
+	path, explicit, err := config.Path(configFlag, sys.getenv, sys.configDir)
+	var cfg config.Config
 	if err == nil {
-		cfg, err = LoadConfig(path, explicit, sys.getenv)
+		cfg, err = config.Load(path, explicit, sys.getenv)
 	}
 	switch {
 	case err != nil:
@@ -148,28 +149,12 @@ func agentChecks(ctx context.Context, sys system, self string, port int, advice 
 		Port: port, Version: "smarter-compact " + version, Self: self,
 		HealthHeader: healthzHeader, StartAdvice: advice, Serving: serving,
 	}) {
-		out = append(out, doctorCheck{Name: f.Name, Status: f.Status, Message: f.Message, Fix: f.Fix})
+		out = append(out, checkOf(f))
 	}
 	return out
 }
 
-// noServiceManager is the one piece of advice on a machine without a login service manager
-// (no systemd running, as in most containers; an OS we register nothing with): doctor,
-// install, status, service and the tray say it in these words (issue 15, Deliver 3).
-const noServiceManager = "no login service manager here: run 'smarter-compact serve' yourself, from your desktop's autostart or your shell profile (for now: in a terminal)"
-
-// serviceManagerMissing reports whether this machine has no login service manager we can
-// register with: none for the OS (installer.ErrServiceUnsupported), or Linux without a
-// running systemd.
-func serviceManagerMissing(ctx context.Context, cfg installer.ServiceConfig) bool {
-	if cfg.GOOS == "linux" && !cfg.ForceSystemd && !systemdRunning() {
-		return true
-	}
-	_, err := installer.ServiceStatus(ctx, cfg)
-	return errors.Is(err, installer.ErrServiceUnsupported)
-}
-
-// startAdvice is what gets the service answering: noServiceManager without a service
+// startAdvice is what gets the service answering: installer.NoServiceManager without a service
 // manager; else 'smarter-compact service start', or 'service install' when the login
 // service is not registered (start would refuse).
 func startAdvice(ctx context.Context, sys system, configFlag string) string {
@@ -177,8 +162,8 @@ func startAdvice(ctx context.Context, sys system, configFlag string) string {
 	if err != nil {
 		return "'smarter-compact serve' in a terminal"
 	}
-	if serviceManagerMissing(ctx, cfg) {
-		return noServiceManager
+	if cfg.ManagerMissing(ctx) {
+		return installer.NoServiceManager
 	}
 	if st, err := installer.ServiceStatus(ctx, cfg); err == nil && !st.Installed {
 		return "'smarter-compact service install' starts it now and at every login (or 'smarter-compact serve' in a terminal)"
@@ -258,47 +243,19 @@ func fts5Check() doctorCheck {
 	return c
 }
 
-// loginServiceCheck: whether the login service is registered, starts at login, and runs an
-// executable that still exists.
+// loginServiceCheck is installer.CheckService for the login service this binary and config
+// would register.
 func loginServiceCheck(ctx context.Context, sys system, configFlag string) doctorCheck {
-	c := doctorCheck{Name: "login service"}
 	cfg, _, err := serviceConfig(sys, configFlag, false)
 	if err != nil {
-		c.Status, c.Message = checkWarn, "cannot tell: "+err.Error()
-		return c
+		return doctorCheck{Name: "login service", Status: checkWarn, Message: "cannot tell: " + err.Error()}
 	}
-	if serviceManagerMissing(ctx, cfg) {
-		c.Status, c.Message, c.Fix = checkInfo, "none on this system", noServiceManager
-		return c
-	}
-	st, err := installer.ServiceStatus(ctx, cfg)
-	switch {
-	case err != nil:
-		c.Status, c.Message = checkWarn, "cannot tell: "+err.Error()
-		return c
-	case !st.Installed:
-		c.Status, c.Message = checkInfo, fmt.Sprintf("not installed (%s): the service does not start at login", st.Path)
-		c.Fix = "'smarter-compact service install'"
-		return c
-	}
-	if st.Exe != "" {
-		if _, err := os.Stat(st.Exe); err != nil {
-			c.Status, c.Message = checkFail, fmt.Sprintf("%s runs %s, which does not exist", st.Path, st.Exe)
-			c.Fix = fmt.Sprintf("'smarter-compact service install' registers this binary (%s); 'smarter-compact service uninstall' removes it", cfg.Exe)
-			return c
-		}
-	}
-	switch {
-	case !st.Enabled:
-		c.Status, c.Message = checkWarn, fmt.Sprintf("%s is registered but does not start at login (%s)", st.Path, st.Detail)
-		c.Fix = "'smarter-compact service install' enables it (Windows: turn it on in Task Manager, Startup apps)"
-	case !st.Current:
-		c.Status, c.Message = checkWarn, fmt.Sprintf("%s runs %s, not what this binary would register", st.Path, st.Command)
-		c.Fix = "'smarter-compact service install' updates it"
-	default:
-		c.Status, c.Message = checkOK, fmt.Sprintf("installed, starts at login (%s: %s)", st.Manager, st.Path)
-	}
-	return c
+	return checkOf(installer.CheckService(ctx, cfg))
+}
+
+// checkOf is a Finding of installer's as a doctor line.
+func checkOf(f installer.Finding) doctorCheck {
+	return doctorCheck{Name: f.Name, Status: f.Status, Message: f.Message, Fix: f.Fix}
 }
 
 // routeOf is the route prefix of an agent (DESIGN.md §5).

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/smarter-compact/smarter-compact/installer"
 )
 
 func writeTestFile(t *testing.T, path, text string) {
@@ -304,7 +306,7 @@ func TestDoctorRot(t *testing.T) {
 // same one piece of advice (issue 15, Deliver 3).
 func TestNoServiceManagerAdvice(t *testing.T) {
 	t.Parallel()
-	if runtime.GOOS != "linux" || systemdRunning() {
+	if runtime.GOOS != "linux" || installer.SystemdRunning() {
 		t.Skip("this machine has a login service manager; the advice for one without is not given here")
 	}
 	ctx := t.Context()
@@ -312,20 +314,20 @@ func TestNoServiceManagerAdvice(t *testing.T) {
 	if err := run(ctx, []string{"install", "--agents", "claude-code"}, sys); err != nil {
 		t.Fatalf("install: %v\n%s", err, stdout)
 	}
-	wantIn(t, "install", stdout.String(), []string{"the service does not answer at ", "\n  " + noServiceManager + "\n"})
+	wantIn(t, "install", stdout.String(), []string{"the service does not answer at ", "\n  " + installer.NoServiceManager + "\n"})
 	rep := doctor(ctx, sys, "")
 	for _, name := range []string{"port", "login service"} {
-		if c := findCheck(t, rep, name); c.Fix != noServiceManager {
-			t.Errorf("doctor %s: fix %q, want %q", name, c.Fix, noServiceManager)
+		if c := findCheck(t, rep, name); c.Fix != installer.NoServiceManager {
+			t.Errorf("doctor %s: fix %q, want %q", name, c.Fix, installer.NoServiceManager)
 		}
 	}
-	if c := findCheck(t, rep, "claude-code"); !strings.HasPrefix(c.Fix, noServiceManager+"; ") {
-		t.Errorf("doctor claude-code: fix %q, want it to start with %q", c.Fix, noServiceManager)
+	if c := findCheck(t, rep, "claude-code"); !strings.HasPrefix(c.Fix, installer.NoServiceManager+"; ") {
+		t.Errorf("doctor claude-code: fix %q, want it to start with %q", c.Fix, installer.NoServiceManager)
 	}
 	status := new(syncBuffer)
 	sys.stdout = status
 	if err := serviceCmd(ctx, []string{"status"}, sys); err != nil {
 		t.Fatal(err)
 	}
-	wantIn(t, "service status", status.String(), []string{noServiceManager})
+	wantIn(t, "service status", status.String(), []string{installer.NoServiceManager})
 }

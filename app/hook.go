@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
@@ -145,7 +146,7 @@ func hookSessionStart(args []string, sys system) error {
 	if err != nil {
 		return err
 	}
-	return register(sys, store.Registration{SessionID: sid, Agent: agentClaudeCode, Cwd: in.Cwd})
+	return register(sys, store.Registration{SessionID: sid, Agent: config.AgentClaudeCode, Cwd: in.Cwd})
 }
 
 // hookPromptSubmit turns the prompt "/smarter-compact" into the session's force flag and
@@ -163,7 +164,7 @@ func hookPromptSubmit(args []string, sys system) error {
 		if sidErr != nil {
 			return sidErr
 		}
-		return registerIfMissing(sys, store.Registration{SessionID: sid, Agent: agentClaudeCode, Cwd: in.Cwd})
+		return registerIfMissing(sys, store.Registration{SessionID: sid, Agent: config.AgentClaudeCode, Cwd: in.Cwd})
 	}
 	reason := forceReason
 	err = sidErr
@@ -196,7 +197,7 @@ func hookOpenCodeSession(args []string, sys system) error {
 	if err != nil {
 		return err
 	}
-	return register(sys, store.Registration{SessionID: sid, Agent: agentOpenCode, Cwd: *cwd})
+	return register(sys, store.Registration{SessionID: sid, Agent: config.AgentOpenCode, Cwd: *cwd})
 }
 
 // hookForce sets the force flag of the session named on the command line.
@@ -259,4 +260,18 @@ func writeJSONLine(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// memoryBank returns the bank of a session working in cwd under the user's config.toml
+// (MemoryConfig.BankFor): "" without a [memory] table.
+func memoryBank(sys system, cwd string) (string, error) {
+	path, explicit, err := config.Path("", sys.getenv, sys.configDir)
+	if err != nil {
+		return "", nil // no config directory: no config.toml, so no [memory] table
+	}
+	cfg, err := config.Load(path, explicit, sys.getenv)
+	if err != nil {
+		return "", err
+	}
+	return cfg.Memory.BankFor(cwd), nil
 }

@@ -228,3 +228,43 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// Registrations carry the bank when config.toml has a [memory] table (contract: Location).
+func TestHookRegistrationCarriesTheBank(t *testing.T) {
+	t.Parallel()
+	in := `{"session_id":"sess-bank","cwd":"/home/u/projects/shop","hook_event_name":"SessionStart","source":"startup"}`
+	sys, state, stdout, stderr := hookSystem(t, in)
+	cfgDir := filepath.Join(sys.configDir, "smarter-compact")
+	must(t, os.MkdirAll(cfgDir, 0o700))
+	must(t, os.WriteFile(filepath.Join(cfgDir, "config.toml"), []byte("[memory]\nurl = \"http://127.0.0.1:8888\"\n"), 0o600))
+	if err := run(t.Context(), []string{"hook", "session-start"}, sys); err != nil {
+		t.Fatal(err)
+	}
+	if stdout.String() != "" || stderr.String() != "" {
+		t.Fatalf("stdout %q, stderr %q", stdout, stderr)
+	}
+	if reg := readRegistration(t, state, "sess-bank"); reg.Bank != "coding-agent::shop" {
+		t.Fatalf("registration %+v: want bank coding-agent::shop", reg)
+	}
+
+	sys.stdin = nil
+	if err := run(t.Context(), []string{"hook", "opencode-session", "--cwd", "/home/u/projects/cart", "ses_bank"}, sys); err != nil {
+		t.Fatal(err)
+	}
+	if reg := readRegistration(t, state, "ses_bank"); reg.Bank != "coding-agent::cart" || reg.Agent != "opencode" {
+		t.Fatalf("registration %+v: want bank coding-agent::cart", reg)
+	}
+
+	// a config that does not load registers without a bank and says so in one line
+	must(t, os.WriteFile(filepath.Join(cfgDir, "config.toml"), []byte("[memory]\n"), 0o600))
+	sys.stdin = strings.NewReader(strings.Replace(in, "sess-bank", "sess-nobank", 1))
+	if err := run(t.Context(), []string{"hook", "session-start"}, sys); err != nil {
+		t.Fatal(err)
+	}
+	if reg := readRegistration(t, state, "sess-nobank"); reg.Bank != "" {
+		t.Fatalf("registration %+v: want no bank", reg)
+	}
+	if lines := strings.Count(stderr.String(), "\n"); lines != 1 || !strings.Contains(stderr.String(), "registered without a memory bank") {
+		t.Fatalf("stderr %q: want one line", stderr)
+	}
+}

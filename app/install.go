@@ -14,7 +14,7 @@ import (
 
 	"github.com/smarter-compact/smarter-compact/assets"
 	"github.com/smarter-compact/smarter-compact/installer"
-	"github.com/smarter-compact/smarter-compact/proxy"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 )
 
 // installFlags are the flags install and uninstall share.
@@ -120,7 +120,7 @@ func uninstall(ctx context.Context, args []string, sys system) error {
 	w := sys.stdout
 	rep := installer.Uninstall(env, agents, f.dryRun)
 	failed := printReport(w, rep, "uninstall", f.dryRun)
-	if cfgPath, _, err := ConfigPath(f.config, sys.getenv, sys.configDir); err == nil {
+	if cfgPath, _, err := config.Path(f.config, sys.getenv, sys.configDir); err == nil {
 		var unwired []string
 		for _, a := range rep.Agents {
 			if a.Err == nil {
@@ -225,7 +225,7 @@ func selectAgents(cmd, list string) ([]installer.Agent, error) {
 			continue
 		}
 		if !slices.Contains(names, n) {
-			return nil, usageError{fmt.Sprintf("%s: --agents: unknown agent %q%s: use %s", cmd, n, didYouMean(n, names), strings.Join(names, ", "))}
+			return nil, usageError{fmt.Sprintf("%s: --agents: unknown agent %q%s: use %s", cmd, n, config.DidYouMean(n, names), strings.Join(names, ", "))}
 		}
 		want = append(want, n)
 	}
@@ -243,14 +243,14 @@ func selectAgents(cmd, list string) ([]installer.Agent, error) {
 
 // installConfig reads smarter-compact's own config: the port the agents are pointed at, and
 // the file the chained upstreams go to. A missing file is fine (defaults), even one named.
-func installConfig(flagPath string, sys system) (string, Config, error) {
-	path, _, err := ConfigPath(flagPath, sys.getenv, sys.configDir)
+func installConfig(flagPath string, sys system) (string, config.Config, error) {
+	path, _, err := config.Path(flagPath, sys.getenv, sys.configDir)
 	if err != nil {
-		return "", Config{}, err
+		return "", config.Config{}, err
 	}
-	cfg, err := LoadConfig(path, false, sys.getenv)
+	cfg, err := config.Load(path, false, sys.getenv)
 	if err != nil {
-		return "", Config{}, fmt.Errorf("%w\nnothing changed: fix the config first (the port the agents are pointed at comes from it)", err)
+		return "", config.Config{}, fmt.Errorf("%w\nnothing changed: fix the config first (the port the agents are pointed at comes from it)", err)
 	}
 	return path, cfg, nil
 }
@@ -360,34 +360,16 @@ func wired(rep installer.Report) bool {
 }
 
 // upstreamConfig is config.toml at path as installer.ChainUpstreams and UnchainUpstreams
-// read it: the families' upstreams in effect and the [upstream.agents.<agent>] keys, parsed
-// by the rules of LoadConfig (decodeFile).
+// read it: the families' upstreams in effect and the [upstream.agents.<agent>] keys
+// (config.UpstreamsIn).
 func upstreamConfig(path string, port int) installer.UpstreamConfig {
-	return installer.UpstreamConfig{Path: path, Port: port, Families: upstreamFamilies, Agents: configuredAgents,
+	return installer.UpstreamConfig{Path: path, Port: port, Families: config.UpstreamFamilies, Agents: config.ConfiguredAgents,
 		Parse: func(b []byte) (installer.Upstreams, error) {
-			var f fileConfig
-			if b != nil {
-				if err := decodeFile(path, b, &f); err != nil {
-					return installer.Upstreams{}, err
-				}
+			family, agents, err := config.UpstreamsIn(path, b)
+			if err != nil {
+				return installer.Upstreams{}, err
 			}
-			u := installer.Upstreams{Family: proxy.DefaultSettings().Upstreams, Agents: map[string]map[string]string{}}
-			for fam, p := range f.families() {
-				if p != nil {
-					u.Family[fam] = strings.TrimRight(*p, "/")
-				}
-			}
-			for _, agent := range configuredAgents {
-				for fam, p := range f.agentUpstreams(agent).byFamily() {
-					if p != nil {
-						if u.Agents[agent] == nil {
-							u.Agents[agent] = map[string]string{}
-						}
-						u.Agents[agent][fam] = *p
-					}
-				}
-			}
-			return u, nil
+			return installer.Upstreams{Family: family, Agents: agents}, nil
 		}}
 }
 

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 )
 
 // installSystem is a machine with Claude Code installed (its settings.json pointing at a
@@ -103,11 +105,11 @@ func TestInstallUninstall(t *testing.T) {
 		t.Fatalf("install: %v\n%s", err, stdout)
 	}
 	out := stdout.String()
-	config := filepath.Join(sys.configDir, "smarter-compact", "config.toml")
+	cfgFile := filepath.Join(sys.configDir, "smarter-compact", "config.toml")
 	wantIn(t, "stdout", out, []string{
 		"claude-code: wired\n",
 		"  wrote " + settings + "\n",
-		"wrote those keys to " + config,
+		"wrote those keys to " + cfgFile,
 		"the service does not answer at http://127.0.0.1:",
 		startAdvice(t.Context(), sys, ""),
 	})
@@ -125,14 +127,14 @@ func TestInstallUninstall(t *testing.T) {
 	if fi, err := os.Stat(stablePath(sys)); runtime.GOOS != "windows" && (err != nil || fi.Mode().Perm() != 0o755) {
 		t.Errorf("stable copy: %v, mode %v, want 0755", err, fi.Mode())
 	}
-	cfg, err := LoadConfig(config, true, env{}.get)
+	cfg, err := config.Load(cfgFile, true, env{}.get)
 	if err != nil {
 		t.Fatalf("config.toml after install: %v", err)
 	}
 	if got := cfg.Proxy.AgentUpstreams["claude-code"]["anthropic"]; got != "https://gw.example/anthropic" || cfg.Proxy.Upstreams["anthropic"] != "https://api.anthropic.com" {
 		t.Errorf("[upstream.agents.claude-code] anthropic = %q, [upstream] anthropic = %q: want the chained gateway for Claude Code only", got, cfg.Proxy.Upstreams["anthropic"])
 	}
-	if fi, err := os.Stat(config); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(cfgFile); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("config.toml: %v, mode %v", err, fi.Mode())
 	}
 

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 )
 
 // TestInstallUninstallUpstreamsByteIdentical: install chains Claude Code's gateway into
@@ -26,20 +28,20 @@ func TestInstallUninstallUpstreamsByteIdentical(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			sys, stdout, _, _ := installSystem(t)
-			config := filepath.Join(sys.configDir, "smarter-compact", "config.toml")
+			cfgFile := filepath.Join(sys.configDir, "smarter-compact", "config.toml")
 			record := filepath.Join(sys.configDir, "smarter-compact", "install", "upstreams.json")
 			if c.config != nil {
-				if err := os.MkdirAll(filepath.Dir(config), 0o700); err != nil {
+				if err := os.MkdirAll(filepath.Dir(cfgFile), 0o700); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(config, []byte(*c.config), 0o600); err != nil {
+				if err := os.WriteFile(cfgFile, []byte(*c.config), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if err := run(t.Context(), []string{"install", "--agents", "claude-code"}, sys); err != nil {
 				t.Fatalf("install: %v\n%s", err, stdout)
 			}
-			cfg, err := LoadConfig(config, true, env{}.get)
+			cfg, err := config.Load(cfgFile, true, env{}.get)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +57,7 @@ func TestInstallUninstallUpstreamsByteIdentical(t *testing.T) {
 			if want := `claude-code: removed the upstream install chained: [upstream.agents.claude-code] anthropic = "https://gw.example/anthropic"`; !strings.Contains(stdout.String(), want) {
 				t.Errorf("output lacks %q:\n%s", want, stdout)
 			}
-			got, err := os.ReadFile(config)
+			got, err := os.ReadFile(cfgFile)
 			switch {
 			case c.config == nil && !errors.Is(err, fs.ErrNotExist):
 				t.Errorf("config.toml install created is still there: %q, %v", got, err)
@@ -74,25 +76,25 @@ func TestInstallUninstallUpstreamsByteIdentical(t *testing.T) {
 func TestUninstallKeepsChangedUpstream(t *testing.T) {
 	t.Parallel()
 	sys, stdout, _, _ := installSystem(t)
-	config := filepath.Join(sys.configDir, "smarter-compact", "config.toml")
+	cfgFile := filepath.Join(sys.configDir, "smarter-compact", "config.toml")
 	if err := run(t.Context(), []string{"install", "--agents", "claude-code"}, sys); err != nil {
 		t.Fatalf("install: %v\n%s", err, stdout)
 	}
-	b, _ := os.ReadFile(config)
+	b, _ := os.ReadFile(cfgFile)
 	edited := strings.Replace(string(b), "https://gw.example/anthropic", "https://new-gw.example", 1)
 	if edited == string(b) {
 		t.Fatalf("config.toml after install:\n%s", b)
 	}
-	if err := os.WriteFile(config, []byte(edited), 0o600); err != nil {
+	if err := os.WriteFile(cfgFile, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := run(t.Context(), []string{"uninstall", "--agents", "claude-code"}, sys); err != nil {
 		t.Fatalf("uninstall: %v\n%s", err, stdout)
 	}
-	if got, _ := os.ReadFile(config); string(got) != edited {
+	if got, _ := os.ReadFile(cfgFile); string(got) != edited {
 		t.Errorf("config.toml after uninstall:\n%s\nwant\n%s", got, edited)
 	}
-	if want := `claude-code: kept [upstream.agents.claude-code] anthropic = "https://new-gw.example" in ` + config + `: changed since install wrote "https://gw.example/anthropic"`; !strings.Contains(stdout.String(), want) {
+	if want := `claude-code: kept [upstream.agents.claude-code] anthropic = "https://new-gw.example" in ` + cfgFile + `: changed since install wrote "https://gw.example/anthropic"`; !strings.Contains(stdout.String(), want) {
 		t.Errorf("output lacks %q:\n%s", want, stdout)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -61,7 +62,7 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(sys.stdout, "Usage: smarter-compact %s [flags] [agent…]\n\n%s the agents named (%s), every agent when none is named.\n\nFlags:\n",
-			name, strings.ToUpper(what[:1])+what[1:], strings.Join(configuredAgents, ", "))
+			name, strings.ToUpper(what[:1])+what[1:], strings.Join(config.ConfiguredAgents, ", "))
 		fs.SetOutput(sys.stdout)
 		fs.PrintDefaults()
 		return nil
@@ -74,13 +75,13 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 		return err
 	}
 
-	path, _, err := ConfigPath(*configFlag, sys.getenv, sys.configDir)
+	path, _, err := config.Path(*configFlag, sys.getenv, sys.configDir)
 	if err != nil {
 		return err
 	}
 	// A missing file is fine (even a named one: it is created); an invalid one is an error
 	// only where the CLI needs it: for the port, and to save it.
-	cfg, cfgErr := LoadConfig(path, false, sys.getenv)
+	cfg, cfgErr := config.Load(path, false, sys.getenv)
 	var bases []string
 	if b := readAddrFile(sys.configDir); b != "" {
 		bases = append(bases, b)
@@ -146,7 +147,7 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 }
 
 // saveSwitch saves [context_proxy.agents] <agent> = true|false (on, off) or removes the key
-// (follow) for agents in the config.toml at path, which must load (cfgErr is LoadConfig's
+// (follow) for agents in the config.toml at path, which must load (cfgErr is config.Load's
 // error), and says so on stdout.
 func saveSwitch(path string, cfgErr error, agents []string, mode web.Mode, sys system) error {
 	if cfgErr != nil {
@@ -187,8 +188,8 @@ func saveSwitch(path string, cfgErr error, agents []string, mode web.Mode, sys s
 		}
 	}
 	fmt.Fprintf(sys.stdout, "%s: saved in %s\n", switchDone(mode, agents), path)
-	if v, ok := envOverride(keyEnabled, sys.getenv); ok {
-		fmt.Fprintf(sys.stdout, "note: %s=%s is set here; where it is set for the service, it overrides [context_proxy.agents]\n", keyEnabled.env, v)
+	if v, ok := config.EnvOverride(config.KeyEnabled, sys.getenv); ok {
+		fmt.Fprintf(sys.stdout, "note: %s=%s is set here; where it is set for the service, it overrides [context_proxy.agents]\n", config.KeyEnabled.Env, v)
 	}
 	return nil
 }
@@ -263,15 +264,15 @@ func onOffWord(on bool) string {
 // duplicates; none means all.
 func pickAgents(cmd string, names []string) ([]string, error) {
 	if len(names) == 0 {
-		return slices.Clone(configuredAgents), nil
+		return slices.Clone(config.ConfiguredAgents), nil
 	}
 	var out []string
 	for _, n := range names {
-		if !slices.Contains(configuredAgents, n) {
-			return nil, usageError{fmt.Sprintf("%s: unknown agent %q%s: use %s", cmd, n, didYouMean(n, configuredAgents), strings.Join(configuredAgents, ", "))}
+		if !slices.Contains(config.ConfiguredAgents, n) {
+			return nil, usageError{fmt.Sprintf("%s: unknown agent %q%s: use %s", cmd, n, config.DidYouMean(n, config.ConfiguredAgents), strings.Join(config.ConfiguredAgents, ", "))}
 		}
 	}
-	for _, a := range configuredAgents {
+	for _, a := range config.ConfiguredAgents {
 		if slices.Contains(names, a) {
 			out = append(out, a)
 		}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store/storetest"
 	"github.com/smarter-compact/smarter-compact/web"
 )
@@ -55,7 +56,7 @@ func TestOnOffRunningService(t *testing.T) {
 		t.Fatalf("off: %v", err)
 	}
 	// Applied at once (the API call), not only after the watcher's next poll.
-	if st.Enabled(agentCodex) || st.Enabled(agentClaudeCode) || !st.Enabled(agentOpenCode) {
+	if st.Enabled(config.AgentCodex) || st.Enabled(config.AgentClaudeCode) || !st.Enabled(config.AgentOpenCode) {
 		t.Errorf("switches after off codex claude-code: %s", st.agentsString())
 	}
 	got, _ := os.ReadFile(path)
@@ -75,11 +76,11 @@ func TestOnOffRunningService(t *testing.T) {
 	if st.agentsString() != "claude-code=on codex=on opencode=on unknown=on" {
 		t.Errorf("switches after on: %s", st.agentsString())
 	}
-	cfg, err := LoadConfig(path, true, env{}.get)
+	cfg, err := config.Load(path, true, env{}.get)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range configuredAgents {
+	for _, a := range config.ConfiguredAgents {
 		if !cfg.Agents[a] {
 			t.Errorf("%s is off in the saved config", a)
 		}
@@ -104,7 +105,7 @@ func TestOnOffToken(t *testing.T) {
 		}
 		// Saved all the same: the watcher applies it within a second.
 		st.poll()
-		if st.Enabled(agentCodex) {
+		if st.Enabled(config.AgentCodex) {
 			t.Error("the saved change did not reach the state through the file")
 		}
 	})
@@ -244,30 +245,30 @@ func TestOnOffConcurrentWithDashboard(t *testing.T) {
 	t.Parallel()
 	st, path, sys, _ := stateServer(t, "[context_proxy]\nport = PORT\n")
 	for i := range 15 {
-		for _, a := range []string{agentClaudeCode, agentOpenCode} {
+		for _, a := range []string{config.AgentClaudeCode, config.AgentOpenCode} {
 			if err := st.SetAgent(a, web.ModeOff); err != nil {
 				t.Fatal(err)
 			}
 		}
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			if err := run(t.Context(), []string{"on", agentOpenCode}, sys); err != nil {
+			if err := run(t.Context(), []string{"on", config.AgentOpenCode}, sys); err != nil {
 				t.Errorf("on: %v", err)
 			}
 		})
 		wg.Go(func() {
-			if err := st.SetAgent(agentClaudeCode, web.ModeOn); err != nil {
+			if err := st.SetAgent(config.AgentClaudeCode, web.ModeOn); err != nil {
 				t.Error(err)
 			}
 		})
 		wg.Wait()
 		st.poll()
-		cfg, err := LoadConfig(path, true, env{}.get)
+		cfg, err := config.Load(path, true, env{}.get)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !st.Enabled(agentClaudeCode) || !st.Enabled(agentOpenCode) || !cfg.Agents[agentClaudeCode] || !cfg.Agents[agentOpenCode] {
-			t.Fatalf("round %d: a change was lost: running %s; saved claude-code %v opencode %v", i, st.agentsString(), cfg.Agents[agentClaudeCode], cfg.Agents[agentOpenCode])
+		if !st.Enabled(config.AgentClaudeCode) || !st.Enabled(config.AgentOpenCode) || !cfg.Agents[config.AgentClaudeCode] || !cfg.Agents[config.AgentOpenCode] {
+			t.Fatalf("round %d: a change was lost: running %s; saved claude-code %v opencode %v", i, st.agentsString(), cfg.Agents[config.AgentClaudeCode], cfg.Agents[config.AgentOpenCode])
 		}
 	}
 }
@@ -297,7 +298,7 @@ func TestOnOffFindsServiceOnOtherPort(t *testing.T) {
 	if err := run(t.Context(), []string{"off", "codex"}, sys); err != nil {
 		t.Fatalf("off: %v", err)
 	}
-	if st.Enabled(agentCodex) {
+	if st.Enabled(config.AgentCodex) {
 		t.Error("the service on the recorded address did not switch at once")
 	}
 	if out := stdout.String(); !strings.Contains(out, "by the running service at "+base) {
@@ -348,7 +349,7 @@ func TestOnOffRefusedOnce(t *testing.T) {
 	if !strings.Contains(msg, "409 Conflict") || strings.Count(msg, "read-only") != 1 || strings.Contains(msg, "smarter-compact:") {
 		t.Errorf("error %q: want the 409 and the service's message once, without its prefix", msg)
 	}
-	if !st.Enabled(agentCodex) {
+	if !st.Enabled(config.AgentCodex) {
 		t.Error("a refused switch applied")
 	}
 }
@@ -360,13 +361,13 @@ func TestFollow(t *testing.T) {
 	t.Run("running service", func(t *testing.T) {
 		t.Parallel()
 		st, path, sys, stdout := stateServer(t, "[context_proxy]\nport = PORT\nenabled = false\n\n[context_proxy.agents]\ncodex = true # mine\nopencode = true\n")
-		if !st.Enabled(agentCodex) {
+		if !st.Enabled(config.AgentCodex) {
 			t.Fatal("codex is off before follow: the test's config does not say what it should")
 		}
 		if err := run(t.Context(), []string{"follow", "codex"}, sys); err != nil {
 			t.Fatalf("follow: %v", err)
 		}
-		if st.Enabled(agentCodex) || !st.Enabled(agentOpenCode) {
+		if st.Enabled(config.AgentCodex) || !st.Enabled(config.AgentOpenCode) {
 			t.Errorf("switches after follow codex: %s; want codex off (master off), opencode on", st.agentsString())
 		}
 		got, _ := os.ReadFile(path)

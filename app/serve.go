@@ -20,6 +20,7 @@ import (
 	"github.com/smarter-compact/smarter-compact/app/tray"
 	"github.com/smarter-compact/smarter-compact/mcp"
 	"github.com/smarter-compact/smarter-compact/proxy"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/store/embedding"
 	"github.com/smarter-compact/smarter-compact/store/savings"
@@ -51,7 +52,7 @@ func serve(ctx context.Context, args []string, sys system) error {
 		return usageError{fmt.Sprintf("serve: --port %d: must be an integer from 1 to 65535", *portFlag)}
 	}
 
-	path, explicit, err := ConfigPath(*configFlag, sys.getenv, sys.configDir)
+	path, explicit, err := config.Path(*configFlag, sys.getenv, sys.configDir)
 	if err != nil {
 		return err
 	}
@@ -136,7 +137,7 @@ func serve(ctx context.Context, args []string, sys system) error {
 			return proxy.TrimBlocks(b)
 		}})
 	srv := &http.Server{
-		Handler:           bodyDeadline(cfg.BodyReadTimeout, routes(cfg.Port, px, recall.Handler(), dash, log)),
+		Handler:           web.BodyDeadline(cfg.BodyReadTimeout, routes(cfg.Port, px, recall.Handler(), dash, log)),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -195,7 +196,7 @@ func serve(ctx context.Context, args []string, sys system) error {
 		stops := make(chan func(), 1)
 		go func() {
 			app := &trayApp{state: st, dashboard: base + "/", quit: quit, log: log, sys: sys, configFlag: *configFlag}
-			stops <- tray.Start(bg, app, tray.Options{Agents: configuredAgents, Root: root, Log: log, Getenv: sys.getenv, MainThread: sys.mainThread,
+			stops <- tray.Start(bg, app, tray.Options{Agents: config.ConfiguredAgents, Root: root, Log: log, Getenv: sys.getenv, MainThread: sys.mainThread,
 				Prices: func() savings.Prices { return st.config().Prices }})
 		}()
 		defer func() { (<-stops)() }()
@@ -316,8 +317,8 @@ func sweep(root *store.Root, ttlDays int, log *slog.Logger) {
 // "claude-code.anthropic=https://gw.example/anthropic opencode.openai=…", or "none".
 func agentUpstreamsLog(m map[string]map[string]string) string {
 	var parts []string
-	for _, agent := range configuredAgents {
-		for _, fam := range upstreamFamilies {
+	for _, agent := range config.ConfiguredAgents {
+		for _, fam := range config.UpstreamFamilies {
 			if u := m[agent][fam]; u != "" {
 				parts = append(parts, agent+"."+fam+"="+upstreamHost(u))
 			}

@@ -8,11 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
@@ -57,7 +57,7 @@ func serviceCmd(ctx context.Context, args []string, sys system) error {
 	case "install", "uninstall", "start", "stop", "status":
 	default:
 		return usageError{fmt.Sprintf("service: unknown command %q%s: run 'smarter-compact service -h'", sub,
-			didYouMean(sub, []string{"install", "uninstall", "start", "stop", "status"}))}
+			config.DidYouMean(sub, []string{"install", "uninstall", "start", "stop", "status"}))}
 	}
 	fs := flag.NewFlagSet("service "+sub, flag.ContinueOnError)
 	configFlag := fs.String("config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir); install passes it to serve")
@@ -108,10 +108,10 @@ func serviceCmd(ctx context.Context, args []string, sys system) error {
 func serviceConfig(sys system, configFlag string, strict bool) (installer.ServiceConfig, []string, error) {
 	var notes []string
 	port := fallbackPort
-	path, explicit, err := ConfigPath(configFlag, sys.getenv, sys.configDir)
+	path, explicit, err := config.Path(configFlag, sys.getenv, sys.configDir)
 	if err == nil {
-		var c Config
-		if c, err = LoadConfig(path, explicit, sys.getenv); err == nil {
+		var c config.Config
+		if c, err = config.Load(path, explicit, sys.getenv); err == nil {
 			port = c.Port
 		}
 	}
@@ -125,7 +125,7 @@ func serviceConfig(sys system, configFlag string, strict bool) (installer.Servic
 	if err != nil {
 		return installer.ServiceConfig{}, nil, err
 	}
-	exe, note := serviceExe(sys.goos, exe)
+	exe, note := installer.ServiceExe(sys.goos, exe)
 	if note != "" {
 		notes = append(notes, note)
 	}
@@ -146,9 +146,9 @@ func serviceConfig(sys system, configFlag string, strict bool) (installer.Servic
 		}
 	}
 	var unseen []string
-	for _, k := range allKeys {
-		if k.env != "" && sys.getenv(k.env) != "" {
-			unseen = append(unseen, k.env)
+	for _, k := range config.AllKeys {
+		if k.Env != "" && sys.getenv(k.Env) != "" {
+			unseen = append(unseen, k.Env)
 		}
 	}
 	if len(unseen) > 0 {
@@ -168,30 +168,6 @@ func serviceConfig(sys system, configFlag string, strict bool) (installer.Servic
 		GOOS:         sys.goos,
 		ForceSystemd: forceSystemd,
 	}, notes, nil
-}
-
-// guiExeName is the windowless twin of smarter-compact.exe on Windows (gui_windows.go).
-const guiExeName = "smarter-compact-gui.exe"
-
-// serviceExe is the executable the login service runs, given the one running now (exe, an
-// absolute path for goos). On Windows it is smarter-compact-gui.exe in exe's folder when that
-// file exists (no console window at every logon), else exe itself, with a note that says so.
-// Elsewhere it is exe. A registration naming the GUI exe is then what install would write,
-// so status reads it as current.
-func serviceExe(goos, exe string) (string, string) {
-	if goos != "windows" {
-		return exe, ""
-	}
-	i := strings.LastIndexAny(exe, `\/`)
-	dir, base := exe[:i+1], exe[i+1:]
-	if strings.EqualFold(base, guiExeName) {
-		return exe, ""
-	}
-	gui := dir + guiExeName
-	if fi, err := os.Stat(gui); err == nil && fi.Mode().IsRegular() {
-		return gui, ""
-	}
-	return exe, fmt.Sprintf("no %s beside %s: the logon start runs this console executable, which opens a console window at every logon (install the release zip or MSI, which ship both)", guiExeName, exe)
 }
 
 // serviceLogDir is <state dir>/logs, beside the store's context folder: the LaunchAgent's
@@ -222,7 +198,7 @@ func serviceHelp(err error) error {
 	case errors.Is(err, installer.ErrNoUserManager):
 		return fmt.Errorf("%w\nuntil then run 'smarter-compact serve' (or 'loginctl enable-linger $USER' and log in again, to run user services without a login session)", err)
 	case errors.Is(err, installer.ErrServiceUnsupported):
-		return fmt.Errorf("%w\n%s", err, noServiceManager)
+		return fmt.Errorf("%w\n%s", err, installer.NoServiceManager)
 	case errors.Is(err, installer.ErrNotOurs):
 		return fmt.Errorf("%w\nit was not started by the login service: stop it where it runs (Ctrl-C in its terminal), then 'smarter-compact service start'", err)
 	}
@@ -342,7 +318,7 @@ func serviceStatusCmd(ctx context.Context, w io.Writer, cfg installer.ServiceCon
 		ps := probeService(ctx, cfg.Port)
 		st = installer.ServiceState{URL: ps.URL, Running: ps.Answering, Health: ps.Error}
 		rep.Supported, rep.Problem = false, err.Error()
-	} else if cfg.GOOS == "linux" && !cfg.ForceSystemd && !systemdRunning() {
+	} else if cfg.SystemdMissing() {
 		// the unit can be written but nothing would start it: say so instead of advising
 		// an install that fails
 		rep.Supported, rep.Problem = false, "systemd is not running here (as in most containers)"
@@ -362,7 +338,7 @@ func serviceStatusCmd(ctx context.Context, w io.Writer, cfg installer.ServiceCon
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	switch {
 	case !rep.Supported:
-		p("login service: none on this system (%s)\n  %s", rep.Problem, noServiceManager)
+		p("login service: none on this system (%s)\n  %s", rep.Problem, installer.NoServiceManager)
 	case !st.Installed:
 		p("login service: not installed (%s: %s): 'smarter-compact service install' starts it at login", st.Manager, st.Path)
 	default:
@@ -411,10 +387,4 @@ func stopOnRequest(ctx context.Context, port int, sys system) (_ context.Context
 		}
 	}()
 	return ctx, func() { cancel(); done() }
-}
-
-// systemdRunning reports whether systemd manages this machine (sd_booted's test).
-func systemdRunning() bool {
-	fi, err := os.Stat("/run/systemd/system")
-	return err == nil && fi.IsDir()
 }

@@ -80,7 +80,7 @@ func TestServiceStartIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "login service: not installed"
-	if runtime.GOOS == "linux" && !systemdRunning() {
+	if runtime.GOOS == "linux" && !installer.SystemdRunning() {
 		want = "login service: none on this system (systemd is not running here"
 	}
 	if out := stdout.String(); !strings.Contains(out, want) || !strings.Contains(out, "service: answering on "+url) {
@@ -107,7 +107,7 @@ func TestServiceStartIdempotent(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, stdout)
 	}
-	if !rep.Running || rep.Installed || rep.URL != url || (runtime.GOOS == "linux" && rep.Supported != systemdRunning()) {
+	if !rep.Running || rep.Installed || rep.URL != url || (runtime.GOOS == "linux" && rep.Supported != installer.SystemdRunning()) {
 		t.Errorf("status --json: %+v", rep)
 	}
 }
@@ -274,37 +274,5 @@ func TestStopOnRequest(t *testing.T) {
 	case <-served.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("service stop did not reach stopOnRequest")
-	}
-}
-
-// TestServiceExe: on Windows the login service runs smarter-compact-gui.exe when it sits
-// beside the console exe, and says so when it does not; elsewhere the running executable.
-func TestServiceExe(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	console := filepath.Join(dir, "smarter-compact.exe")
-	gui := filepath.Join(dir, "smarter-compact-gui.exe")
-	lone := filepath.Join(t.TempDir(), "smarter-compact.exe")
-	for _, p := range []string{console, gui, lone} {
-		if err := os.WriteFile(p, []byte("MZ"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, c := range []struct {
-		goos, exe, want string
-		note            bool
-	}{
-		{"windows", console, gui, false},
-		{"windows", gui, gui, false},
-		{"windows", lone, lone, true},
-		{"linux", console, console, false},
-	} {
-		got, note := serviceExe(c.goos, c.exe)
-		if got != c.want || (note != "") != c.note {
-			t.Errorf("serviceExe(%s, %s) = %s, note %q; want %s, a note %v", c.goos, c.exe, got, note, c.want, c.note)
-		}
-		if c.note && !strings.Contains(note, "console window") {
-			t.Errorf("the note does not say what happens: %q", note)
-		}
 	}
 }

@@ -11,10 +11,6 @@ import (
 // restartCommand restarts the login service, so it runs the binary installed now.
 const restartCommand = "smarter-compact service stop && smarter-compact service start"
 
-// healthzBuildHeader carries the running service's build on GET /healthz (proxy.CodeVersion),
-// so `status` can compare it with the installed binary (the seed's proxy_stale).
-const healthzBuildHeader = "X-Smarter-Compact-Build"
-
 // buildCheck tells whether the executable on disk is still the build this process started
 // from: an upgrade in place replaces the file while the service runs the old one (the
 // seed's proxy_stale; issue 17). It is safe for concurrent use.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/proxy"
 )
 
@@ -25,7 +26,7 @@ func healthService(t *testing.T, build string) int {
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if build != "" {
-			w.Header().Set(healthzBuildHeader, build)
+			w.Header().Set(installer.HealthBuildHeader, build)
 		}
 		w.Write([]byte("ok"))
 	}))
@@ -110,5 +111,12 @@ func TestBuildCheck(t *testing.T) {
 	var none *buildCheck
 	if _, stale := none.check(); stale {
 		t.Fatal("no check is never stale")
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

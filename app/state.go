@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/proxy"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -44,7 +46,7 @@ type state struct {
 	build *buildCheck
 	// start is the config as resolved at start: the values in effect of the settings that
 	// need a restart.
-	start Config
+	start config.Config
 
 	// on is the effective trimming per agent (claude-code, codex, opencode, unknown),
 	// replaced whole on every change: Enabled reads it without a lock.
@@ -53,8 +55,8 @@ type state struct {
 	mu           sync.Mutex
 	px           *proxy.Proxy     // nil until attach
 	onRowsStored func(sid string) // kept in every proxy.Settings pushed
-	cur          Config           // in effect; Proxy.OnRowsStored always nil here
-	file         fileConfig       // config.toml as last loaded
+	cur          config.Config    // in effect; Proxy.OnRowsStored always nil here
+	file         config.File      // config.toml as last loaded
 	configErr    string           // why the last hand edit did not load, "" when it did
 	// seen is config.toml's content as last loaded, saved or found not to load: the
 	// watcher reloads when the file's content differs (the content, not its size and mtime,
@@ -76,7 +78,7 @@ type wiring struct {
 
 // stateOptions are newState's inputs.
 type stateOptions struct {
-	Path     string // config.toml (ConfigPath), existing or not
+	Path     string // config.toml (config.Path), existing or not
 	Explicit bool   // the user named Path: it must exist
 	Port     int    // serve --port; 0: the config's port
 	StoreDir string // the context store, for State
@@ -84,12 +86,12 @@ type stateOptions struct {
 	Sys      system
 }
 
-// newState loads config.toml at o.Path (the same LoadConfig serve always ran) and builds the
+// newState loads config.toml at o.Path (the same config.Load serve always ran) and builds the
 // state from it. An invalid config is an error: the service does not start with it.
 func newState(o stateOptions) (*state, error) {
 	// seen is the content loaded, read once: an edit after it differs, and the watcher
 	// applies it.
-	rc, before, err := loadConfigText(o.Path, o.Explicit, o.Sys.getenv)
+	rc, before, err := config.LoadText(o.Path, o.Explicit, o.Sys.getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -111,13 +113,13 @@ func newState(o stateOptions) (*state, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	cfg := rc.cfg
+	cfg := rc.Config
 	if s.portFlag {
 		cfg.Port = o.Port
 	}
 	s.port = cfg.Port
 	cfg.Proxy.OnRowsStored = nil
-	s.start, s.cur, s.file = cfg, cfg, rc.file
+	s.start, s.cur, s.file = cfg, cfg, rc.File
 	s.storeEnabled()
 	s.wiring = s.checkWiring()
 	return s, nil
@@ -125,7 +127,7 @@ func newState(o stateOptions) (*state, error) {
 
 // config returns the configuration in effect (the values of the settings applied live;
 // the others as at start are in s.start).
-func (s *state) config() Config {
+func (s *state) config() config.Config {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur
@@ -141,10 +143,10 @@ func (s *state) attach(px *proxy.Proxy, onRowsStored func(sid string)) {
 }
 
 // proxySettings is c's proxy settings with the embedder's hook.
-func (s *state) proxySettings(c Config) proxy.Settings {
+func (s *state) proxySettings(c config.Config) proxy.Settings {
 	ps := c.Proxy
 	ps.OnRowsStored = s.onRowsStored
-	c.recallSettings(&ps)
+	c.RecallSettings(&ps)
 	return ps
 }
 
@@ -155,7 +157,7 @@ func (s *state) Enabled(agent string) bool {
 	if v, ok := m[agent]; ok {
 		return v
 	}
-	return m[agentUnknown]
+	return m[config.AgentUnknown]
 }
 
 // storeEnabled publishes s.cur.Agents for Enabled. Callers hold s.mu (or own s alone).
@@ -168,7 +170,7 @@ func (s *state) storeEnabled() {
 // "claude-code=on codex=off opencode=on unknown=on".
 func (s *state) agentsString() string {
 	var sb strings.Builder
-	for i, agent := range slices.Concat(configuredAgents, []string{agentUnknown}) {
+	for i, agent := range slices.Concat(config.ConfiguredAgents, []string{config.AgentUnknown}) {
 		if i > 0 {
 			sb.WriteByte(' ')
 		}
@@ -182,7 +184,7 @@ func (s *state) State() web.State {
 	installed, stale := s.build.check() // a stat, outside s.mu
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sw := switchesOf(&s.file.ContextProxy, s.getenv)
+	sw := config.SwitchesOf(&s.file.ContextProxy, s.getenv)
 	base := "http://127.0.0.1:" + strconv.Itoa(s.port)
 	st := web.State{
 		Version:     version,
@@ -190,15 +192,15 @@ func (s *state) State() web.State {
 		StartedAt:   s.started,
 		ConfigPath:  s.path,
 		StoreDir:    s.storeDir,
-		Master:      sw.master,
-		Paused:      sw.paused,
+		Master:      sw.Master,
+		Paused:      sw.Paused,
 		Tray:        s.tray,
 		ConfigError: s.configErr,
 		Revision:    s.rev,
 		Settings:    s.settings(),
 	}
-	if sw.env != "" {
-		st.EnvLock = keyEnabled.env + "=" + sw.env
+	if sw.Env != "" {
+		st.EnvLock = config.KeyEnabled.Env + "=" + sw.Env
 	}
 	if s.build != nil {
 		st.Build, st.InstalledBuild, st.ProxyStale = s.build.running, installed, stale
@@ -206,10 +208,10 @@ func (s *state) State() web.State {
 			st.RestartCommand = restartCommand
 		}
 	}
-	for _, agent := range slices.Concat(configuredAgents, []string{agentUnknown}) {
-		on, why := sw.trimming(agent)
-		a := web.AgentSwitch{Agent: agent, Mode: sw.mode(agent), Trimming: on, Why: why, Route: base + routeOf(agent)}
-		if agent == agentUnknown {
+	for _, agent := range slices.Concat(config.ConfiguredAgents, []string{config.AgentUnknown}) {
+		on, why := trimming(sw, agent)
+		a := web.AgentSwitch{Agent: agent, Mode: web.Mode(sw.Mode(agent)), Trimming: on, Why: why, Route: base + routeOf(agent)}
+		if agent == config.AgentUnknown {
 			a.Route = base // the unprefixed routes; an unknown agent has no config to check
 		} else {
 			w := s.wiring[agent]
@@ -260,4 +262,18 @@ func (s *state) bump() {
 		default: // one is pending already: coalesced
 		}
 	}
+}
+
+// trimming is rule with the reason in words.
+func trimming(sw config.Switches, agent string) (on bool, why string) {
+	on, source := sw.Rule(agent)
+	switch source {
+	case config.SourcePaused:
+		return on, "off: paused"
+	case config.KeyEnabled.Env:
+		return on, fmt.Sprintf("%s: %s=%s overrides", onOffWord(on), config.KeyEnabled.Env, sw.Env)
+	case config.SourceSaved:
+		return on, onOffWord(on) + " (saved)"
+	}
+	return on, onOffWord(on) + " (follows the master switch)"
 }

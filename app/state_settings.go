@@ -7,143 +7,38 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
-// settingDef is one key of the settings page.
-type settingDef struct {
-	k     key
-	label string
-	help  string
-	kind  string // "int", "float", "bool", "string"
-	// live: the running service applies a change at once (proxy.SetSettings, or read
-	// where used); otherwise it takes a restart.
-	live  bool
-	value func(c *Config) string  // the value in c as text, "" for none
-	saved func(f *fileConfig) any // the file's pointer (*int64, *float64, *bool, *string)
-}
-
-// id is the key as the settings form names it: "<section>.<name>".
-func (d settingDef) id() string { return d.k.section + "." + d.k.name }
-
-func intText(n int) string { return strconv.Itoa(n) }
-
-func floatText(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
-
-// settingDefs are the keys the dashboard's settings page shows, in its order. The agent
-// switches, enabled and paused have their own controls.
-var settingDefs = []settingDef{
-	{keyTrimAtTokens, "Trim at (tokens)", "A request whose estimated prompt exceeds this many tokens is trimmed; empty follows the model (95000 for Haiku, 120000 otherwise).", "int", true,
-		func(c *Config) string {
-			if c.Proxy.TrimAtTokens == 0 {
-				return ""
-			}
-			return intText(c.Proxy.TrimAtTokens)
-		}, func(f *fileConfig) any { return f.ContextProxy.TrimAtTokens }},
-	{keyTrimToFraction, "Trim to (fraction)", "How much of the older in-turn steps a trim keeps.", "float", true,
-		func(c *Config) string { return floatText(c.Proxy.TrimToFraction) }, func(f *fileConfig) any { return f.ContextProxy.TrimToFraction }},
-	{keyCharsPerToken, "Characters per token", "The ratio that estimates a prompt's tokens before a session reports its real usage.", "float", true,
-		func(c *Config) string { return floatText(c.Proxy.CharsPerToken) }, func(f *fileConfig) any { return f.ContextProxy.CharsPerToken }},
-	{keyCompressOverTokens, "Compress tool results over (tokens)", "Tool results larger than this many estimated tokens are compressed; 0 turns compression off.", "int", true,
-		func(c *Config) string { return intText(c.Proxy.CompressOverTokens) }, func(f *fileConfig) any { return f.ContextProxy.CompressOverTokens }},
-	{keyStandingInstruction, "Standing instruction", "Adds the instruction that tells the model trimmed turns are saved and how to recall them.", "bool", true,
-		func(c *Config) string { return tomlBool(c.Proxy.StandingInstruction) }, func(f *fileConfig) any { return f.ContextProxy.StandingInstruction }},
-	{keyPort, "Port", "The loopback port of the proxy, the dashboard and the recall tools; after a change run 'smarter-compact install' to point the agents at it.", "int", false,
-		func(c *Config) string { return intText(c.Port) }, func(f *fileConfig) any { return f.ContextProxy.Port }},
-	{keyMaxChars, "Recall block size (characters)", "The cap on the recall block after a trim pointer, frame included; recall needs a [memory] table (docs/memory.md).", "int", true,
-		func(c *Config) string { return intText(c.CompactionMaxChars) }, func(f *fileConfig) any { return f.Compaction.MaxChars }},
-	{keyRecall, "Recall in the trim pointer", "Puts memory recalled for the cut turn after the trim pointer; needs a [memory] table (docs/memory.md).", "bool", true,
-		func(c *Config) string { return tomlBool(c.CompactionRecall) }, func(f *fileConfig) any { return f.Compaction.Recall }},
-	{keyTTLDays, "Keep sessions (days)", "Sessions idle longer than this are deleted by the daily retention sweep; 0 keeps everything.", "int", true,
-		func(c *Config) string { return intText(c.TTLDays) }, func(f *fileConfig) any { return f.ContextStore.TTLDays }},
-	{keyEmbeddingModel, "Embedding model", "The model that embeds rows for hybrid search; empty turns vectors off.", "string", false,
-		func(c *Config) string { return c.EmbeddingModel }, func(f *fileConfig) any { return f.ContextStore.EmbeddingModel }},
-	{keyEmbeddingURL, "Embedding URL", "The OpenAI-compatible embeddings endpoint's base URL.", "string", false,
-		func(c *Config) string { return c.EmbeddingURL }, func(f *fileConfig) any { return f.ContextStore.EmbeddingURL }},
-	{keyEmbeddingTimeoutS, "Embedding timeout (seconds)", "How long one embeddings call may take.", "int", false,
-		func(c *Config) string { return intText(int(c.EmbeddingTimeout / time.Second)) }, func(f *fileConfig) any { return f.ContextStore.EmbeddingTimeoutS }},
-	{keyEmbeddingMaxChars, "Embedded characters per row", "How many characters of each row's head are embedded.", "int", false,
-		func(c *Config) string { return intText(c.EmbeddingMaxChars) }, func(f *fileConfig) any { return f.ContextStore.EmbeddingMaxChars }},
-	{keyUpstreamAnthropic, "Anthropic upstream", "Where Anthropic Messages API requests go (a gateway's base URL chains through it).", "string", true,
-		func(c *Config) string { return c.Proxy.Upstreams["anthropic"] }, func(f *fileConfig) any { return f.Upstream.Anthropic }},
-	{keyUpstreamOpenAI, "OpenAI upstream", "Where OpenAI Chat Completions and Responses requests go.", "string", true,
-		func(c *Config) string { return c.Proxy.Upstreams["openai"] }, func(f *fileConfig) any { return f.Upstream.OpenAI }},
-	{keyUpstreamCodex, "Codex upstream", "Where Codex's ChatGPT-login requests go.", "string", true,
-		func(c *Config) string { return c.Proxy.Upstreams["codex"] }, func(f *fileConfig) any { return f.Upstream.Codex }},
-}
-
-// defaultConfig is the config without a file or environment: the settings' defaults.
-var defaultConfig = sync.OnceValue(func() Config {
-	rc, err := resolveConfigText("", nil, func(string) string { return "" })
-	if err != nil {
-		panic("app: the defaults do not resolve: " + err.Error())
-	}
-	return rc.cfg
-})
-
-// savedText is a decoded file value as text without quotes, "" when absent.
-func savedText(v any) string {
-	switch v := v.(type) {
-	case *int64:
-		if v != nil {
-			return strconv.FormatInt(*v, 10)
-		}
-	case *float64:
-		if v != nil {
-			return floatText(*v)
-		}
-	case *bool:
-		if v != nil {
-			return tomlBool(*v)
-		}
-	case *string:
-		if v != nil {
-			return *v
-		}
-	}
-	return ""
-}
-
-// settings lists settingDefs with their values. Callers hold s.mu.
+// settings lists config.Settings with their values. Callers hold s.mu.
 func (s *state) settings() []web.Setting {
-	def := defaultConfig()
-	out := make([]web.Setting, 0, len(settingDefs))
-	for _, d := range settingDefs {
+	def := config.Defaults()
+	out := make([]web.Setting, 0, len(config.Settings))
+	for _, d := range config.Settings {
 		c := &s.cur
-		if !d.live {
+		if !d.Live {
 			c = &s.start
 		}
 		set := web.Setting{
-			Key: d.id(), Label: d.label, Value: d.value(c), Saved: savedText(d.saved(&s.file)),
-			Default: d.value(&def), Accepts: d.k.accepts, Help: d.help, Restart: !d.live, Kind: d.kind,
+			Key: d.ID(), Label: d.Label, Value: d.Value(c), Saved: config.SavedText(d.Saved(&s.file)),
+			Default: d.Value(&def), Accepts: d.Key.Accepts, Help: d.Help, Restart: !d.Live, Kind: d.Kind,
 		}
-		if _, ok := envOverride(d.k, s.getenv); ok {
-			set.Env = d.k.env
+		if _, ok := config.EnvOverride(d.Key, s.getenv); ok {
+			set.Env = d.Key.Env
 		}
 		out = append(out, set)
 	}
 	return out
 }
 
-// envOverride returns the key's environment variable's value when it is set; an empty
-// (or blank) variable counts as unset.
-func envOverride(k key, getenv func(string) string) (string, bool) {
-	if k.env == "" {
-		return "", false
-	}
-	v := strings.TrimSpace(getenv(k.env))
-	return v, v != ""
-}
-
 // tomlValue turns what the user typed into the TOML text of d's value, checking its type;
 // the range is checked by the resolver, as for the file.
-func (d settingDef) tomlValue(raw string) (string, error) {
-	bad := fmt.Errorf("%s = %s: must be %s", d.k, raw, d.k.accepts)
-	switch d.kind {
+func tomlValue(d config.Setting, raw string) (string, error) {
+	bad := fmt.Errorf("%s = %s: must be %s", d.Key, raw, d.Key.Accepts)
+	switch d.Kind {
 	case "int":
 		n, err := strconv.ParseInt(raw, 10, 64)
 		if err != nil {
@@ -155,20 +50,20 @@ func (d settingDef) tomlValue(raw string) (string, error) {
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 			return "", bad
 		}
-		return floatText(f), nil
+		return config.FloatText(f), nil
 	case "bool":
 		switch strings.ToLower(raw) {
 		case "true", "false":
 			return strings.ToLower(raw), nil
 		}
-		return "", fmt.Errorf("%s = %s: must be true or false", d.k, raw)
+		return "", fmt.Errorf("%s = %s: must be true or false", d.Key, raw)
 	}
 	return installer.TOMLString(raw), nil
 }
 
 // SaveSettings validates, saves and applies settings (web.Control): values maps
 // "<section>.<name>" to the value as typed ("" removes the key). The new config.toml text is
-// built in memory and resolved exactly as LoadConfig would (the same messages as the CLI);
+// built in memory and resolved exactly as config.Load would (the same messages as the CLI);
 // a *web.SettingsError names each bad key, and nothing is saved then. A key whose
 // environment variable is set is refused unless its value is unchanged.
 func (s *state) SaveSettings(values map[string]string) error {
@@ -179,29 +74,29 @@ func (s *state) SaveSettings(values map[string]string) error {
 	dels := map[string][]string{}
 	for _, id := range slices.Sorted(maps.Keys(values)) {
 		raw := strings.TrimSpace(values[id])
-		i := slices.IndexFunc(settingDefs, func(d settingDef) bool { return d.id() == id })
+		i := slices.IndexFunc(config.Settings, func(d config.Setting) bool { return d.ID() == id })
 		if i < 0 {
-			fields[id] = fmt.Sprintf("%q is not a setting here: the settings page changes %s", id, strings.Join(settingIDs(), ", "))
+			fields[id] = fmt.Sprintf("%q is not a setting here: the settings page changes %s", id, strings.Join(config.SettingIDs(), ", "))
 			continue
 		}
-		d := settingDefs[i]
-		if v, ok := envOverride(d.k, s.getenv); ok {
+		d := config.Settings[i]
+		if v, ok := config.EnvOverride(d.Key, s.getenv); ok {
 			// A form that posts every field sends the value it shows: no change, no error.
-			if raw != savedText(d.saved(&s.file)) && raw != d.value(&s.cur) && raw != d.value(&s.start) {
-				fields[id] = fmt.Sprintf("%s=%s is set in the service's environment and overrides %s: change or unset the variable where the service starts, then restart it", d.k.env, v, d.k)
+			if raw != config.SavedText(d.Saved(&s.file)) && raw != d.Value(&s.cur) && raw != d.Value(&s.start) {
+				fields[id] = fmt.Sprintf("%s=%s is set in the service's environment and overrides %s: change or unset the variable where the service starts, then restart it", d.Key.Env, v, d.Key)
 			}
 			continue
 		}
 		if raw == "" {
-			dels[d.k.section] = append(dels[d.k.section], d.k.name)
+			dels[d.Key.Section] = append(dels[d.Key.Section], d.Key.Name)
 			continue
 		}
-		text, err := d.tomlValue(raw)
+		text, err := tomlValue(d, raw)
 		if err != nil {
 			fields[id] = err.Error()
 			continue
 		}
-		sets[d.k.section] = append(sets[d.k.section], configKey{d.k.name, text})
+		sets[d.Key.Section] = append(sets[d.Key.Section], configKey{d.Key.Name, text})
 	}
 	if len(fields) > 0 {
 		return &web.SettingsError{Fields: fields}
@@ -225,21 +120,21 @@ func (s *state) SaveSettings(values map[string]string) error {
 			return web.Refuse(fmt.Errorf("config %s: [%s]: %v: nothing saved", s.path, section, err))
 		}
 	}
-	rc, err := resolveConfigText(s.path, text, s.getenv)
+	rc, err := config.ResolveText(s.path, text, s.getenv)
 	// A value that would fall back to its default with a warning is refused here: the
 	// form says what is wrong instead of saving something that does not apply.
-	for _, k := range rc.warnKeys {
-		id := k.section + "." + k.name
+	for _, k := range rc.WarnKeys {
+		id := k.Section + "." + k.Name
 		if raw, asked := values[id]; asked {
-			fields[id] = fmt.Sprintf("%s = %s: must be %s", k, strings.TrimSpace(raw), k.accepts)
+			fields[id] = fmt.Sprintf("%s = %s: must be %s", k, strings.TrimSpace(raw), k.Accepts)
 		}
 	}
 	if err != nil {
-		kes, all := keyErrors(err)
+		kes, all := config.KeyErrors(err)
 		for _, ke := range kes {
-			id := ke.key.section + "." + ke.key.name
+			id := ke.Key.Section + "." + ke.Key.Name
 			if _, asked := values[id]; asked {
-				fields[id] = ke.detail
+				fields[id] = ke.Detail
 			} else {
 				all = false
 			}
@@ -256,12 +151,4 @@ func (s *state) SaveSettings(values map[string]string) error {
 	}
 	s.log.Info("settings saved", "keys", strings.Join(slices.Sorted(maps.Keys(values)), " "))
 	return nil
-}
-
-func settingIDs() []string {
-	ids := make([]string, len(settingDefs))
-	for i, d := range settingDefs {
-		ids[i] = d.id()
-	}
-	return ids
 }

@@ -11,23 +11,24 @@ import (
 	"strings"
 
 	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
 // envLockError is the setters' answer while CONTEXT_PROXY_ENABLED decides every agent: a
 // refusal (web.ErrRefused).
-func envLockError(sw switchState) error {
-	return web.Refuse(fmt.Errorf("%s=%s is set in the service's environment and overrides every agent switch: unset it where the service starts (the login service's environment, or the shell that ran 'serve') and restart the service; pause still works", keyEnabled.env, sw.env))
+func envLockError(sw config.Switches) error {
+	return web.Refuse(fmt.Errorf("%s=%s is set in the service's environment and overrides every agent switch: unset it where the service starts (the login service's environment, or the shell that ran 'serve') and restart the service; pause still works", config.KeyEnabled.Env, sw.Env))
 }
 
 // SetAgent saves one agent's mode (web.Control): on and off write [context_proxy.agents]
 // <agent> = true|false, follow removes the key so the agent follows [context_proxy] enabled.
 func (s *state) SetAgent(agent string, mode web.Mode) error {
 	switch {
-	case agent == agentUnknown:
+	case agent == config.AgentUnknown:
 		return fmt.Errorf("the unknown agent has no switch of its own: it follows the master switch ([context_proxy] enabled)")
-	case !slices.Contains(configuredAgents, agent):
-		return fmt.Errorf("unknown agent %q: use %s", agent, strings.Join(configuredAgents, ", "))
+	case !slices.Contains(config.ConfiguredAgents, agent):
+		return fmt.Errorf("unknown agent %q: use %s", agent, strings.Join(config.ConfiguredAgents, ", "))
 	case mode != web.ModeOn && mode != web.ModeOff && mode != web.ModeFollow:
 		return fmt.Errorf("mode %q: use on, off or follow", mode)
 	}
@@ -45,7 +46,7 @@ func (s *state) SetAgent(agent string, mode web.Mode) error {
 // SetMaster saves [context_proxy] enabled (web.Control).
 func (s *state) SetMaster(on bool) error {
 	return s.edit(func(old []byte) ([]byte, error) {
-		return setConfigKeys(old, "context_proxy", []configKey{{keyEnabled.name, tomlBool(on)}})
+		return setConfigKeys(old, "context_proxy", []configKey{{config.KeyEnabled.Name, tomlBool(on)}})
 	}, "master switch", "enabled", on)
 }
 
@@ -64,9 +65,9 @@ func (s *state) SetPaused(paused bool) error {
 	if err != nil {
 		return fmt.Errorf("read config %s: %v: nothing changed", s.path, err)
 	}
-	text, err := setConfigKeys(old, "context_proxy", []configKey{{keyPaused.name, tomlBool(paused)}})
+	text, err := setConfigKeys(old, "context_proxy", []configKey{{config.KeyPaused.Name, tomlBool(paused)}})
 	if err != nil {
-		if _, lerr := resolveConfigText(s.path, old, s.getenv); lerr == nil {
+		if _, lerr := config.ResolveText(s.path, old, s.getenv); lerr == nil {
 			// The file loads, but the key is written in a form the editor does not handle.
 			return web.Refuse(fmt.Errorf("config %s: %v: nothing changed", s.path, err))
 		}
@@ -76,7 +77,7 @@ func (s *state) SetPaused(paused bool) error {
 		s.log.Warn("pause applied but not saved: config.toml does not load", "paused", paused, "config", s.path, "err", err)
 		return nil
 	}
-	rc, err := resolveConfigText(s.path, text, s.getenv)
+	rc, err := config.ResolveText(s.path, text, s.getenv)
 	if err == nil {
 		if err := s.save(old, text, rc); err != nil {
 			return err
@@ -100,7 +101,7 @@ func (s *state) SetPaused(paused bool) error {
 // s.mu.
 func (s *state) applyPaused(paused bool) {
 	s.file.ContextProxy.Paused = &paused
-	s.cur.Agents = switchesOf(&s.file.ContextProxy, s.getenv).effective()
+	s.cur.Agents = config.SwitchesOf(&s.file.ContextProxy, s.getenv).Effective()
 	s.storeEnabled()
 }
 
@@ -110,7 +111,7 @@ func (s *state) applyPaused(paused bool) {
 func (s *state) edit(change func(old []byte) ([]byte, error), what string, attrs ...any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sw := switchesOf(&s.file.ContextProxy, s.getenv); sw.env != "" {
+	if sw := config.SwitchesOf(&s.file.ContextProxy, s.getenv); sw.Env != "" {
 		return envLockError(sw)
 	}
 	old, err := readConfigText(s.path)
@@ -121,7 +122,7 @@ func (s *state) edit(change func(old []byte) ([]byte, error), what string, attrs
 	if err != nil {
 		return web.Refuse(fmt.Errorf("config %s: %v: nothing changed", s.path, err))
 	}
-	rc, err := resolveConfigText(s.path, text, s.getenv)
+	rc, err := config.ResolveText(s.path, text, s.getenv)
 	if err != nil {
 		return web.Refuse(fmt.Errorf("config %s does not load, so nothing changed: fix it by hand first:\n%w", s.path, err))
 	}
@@ -134,7 +135,7 @@ func (s *state) edit(change func(old []byte) ([]byte, error), what string, attrs
 
 // save writes text over old (when they differ) and applies rc, the text resolved. Callers
 // hold s.mu.
-func (s *state) save(old, text []byte, rc resolved) error {
+func (s *state) save(old, text []byte, rc config.Resolved) error {
 	if err := s.write(old, text); err != nil {
 		return err
 	}
@@ -200,13 +201,13 @@ func checkWritable(path string) error {
 
 // apply makes rc the state in effect: the switches at once, the proxy's settings when they
 // changed. It reports whether anything changed. Callers hold s.mu.
-func (s *state) apply(rc resolved) bool {
-	cfg := rc.cfg
+func (s *state) apply(rc config.Resolved) bool {
+	cfg := rc.Config
 	if s.portFlag {
 		cfg.Port = s.port
 	}
 	cfg.Proxy.OnRowsStored = nil
-	if reflect.DeepEqual(cfg, s.cur) && reflect.DeepEqual(rc.file, s.file) {
+	if reflect.DeepEqual(cfg, s.cur) && reflect.DeepEqual(rc.File, s.file) {
 		return false
 	}
 	for _, w := range cfg.Warnings {
@@ -214,10 +215,10 @@ func (s *state) apply(rc resolved) bool {
 			s.log.Warn(w)
 		}
 	}
-	if s.px != nil && (!reflect.DeepEqual(cfg.Proxy, s.cur.Proxy) || recallChanged(cfg, s.cur)) {
+	if s.px != nil && (!reflect.DeepEqual(cfg.Proxy, s.cur.Proxy) || config.RecallChanged(cfg, s.cur)) {
 		s.px.SetSettings(s.proxySettings(cfg))
 	}
-	s.cur, s.file = cfg, rc.file
+	s.cur, s.file = cfg, rc.File
 	s.storeEnabled()
 	return true
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/proxy"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 	"github.com/smarter-compact/smarter-compact/store/storetest"
 	"github.com/smarter-compact/smarter-compact/web"
@@ -120,13 +121,13 @@ func TestStateTrimmingRule(t *testing.T) {
 					t.Errorf("%s: Trimming %v, Why %q; want %v, %q", agent, a.Trimming, a.Why, w.on, w.why)
 				}
 			}
-			if st.Enabled("cursor") != st.Enabled(agentUnknown) {
+			if st.Enabled("cursor") != st.Enabled(config.AgentUnknown) {
 				t.Error("an agent name we do not know must follow unknown")
 			}
-			if agentOf(t, s, agentUnknown).Mode != web.ModeFollow {
+			if agentOf(t, s, config.AgentUnknown).Mode != web.ModeFollow {
 				t.Error("unknown's mode must be follow")
 			}
-			if cfg, err := LoadConfig(st.path, false, tt.env.get); err != nil || cfg.Agents["codex"] != tt.want["codex"].on {
+			if cfg, err := config.Load(st.path, false, tt.env.get); err != nil || cfg.Agents["codex"] != tt.want["codex"].on {
 				t.Errorf("LoadConfig disagrees with the state: %v, codex %v", err, cfg.Agents["codex"])
 			}
 		})
@@ -139,42 +140,42 @@ func TestStateSetAgentKeepsComments(t *testing.T) {
 	st, path, logs := testState(t, text, nil)
 	rev := st.State().Revision
 
-	if err := st.SetAgent(agentCodex, web.ModeOff); err != nil {
+	if err := st.SetAgent(config.AgentCodex, web.ModeOff); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := readText(t, path), strings.Replace(text, "codex = true # on for now", "codex = false # on for now", 1); got != want {
 		t.Errorf("after SetAgent(codex, off):\n%q\nwant\n%q", got, want)
 	}
-	if st.Enabled(agentCodex) || !st.Enabled(agentClaudeCode) {
-		t.Errorf("Enabled: codex %v, claude-code %v; want false, true", st.Enabled(agentCodex), st.Enabled(agentClaudeCode))
+	if st.Enabled(config.AgentCodex) || !st.Enabled(config.AgentClaudeCode) {
+		t.Errorf("Enabled: codex %v, claude-code %v; want false, true", st.Enabled(config.AgentCodex), st.Enabled(config.AgentClaudeCode))
 	}
 	s := st.State()
-	if s.Revision <= rev || agentOf(t, s, agentCodex).Mode != web.ModeOff {
-		t.Errorf("State: revision %d (was %d), codex mode %q", s.Revision, rev, agentOf(t, s, agentCodex).Mode)
+	if s.Revision <= rev || agentOf(t, s, config.AgentCodex).Mode != web.ModeOff {
+		t.Errorf("State: revision %d (was %d), codex mode %q", s.Revision, rev, agentOf(t, s, config.AgentCodex).Mode)
 	}
 
-	if err := st.SetAgent(agentOpenCode, web.ModeOff); err != nil {
+	if err := st.SetAgent(config.AgentOpenCode, web.ModeOff); err != nil {
 		t.Fatal(err)
 	}
 	if got := readText(t, path); !strings.Contains(got, "codex = false # on for now\r\nopencode = false\r\n\r\n[compaction]") {
 		t.Errorf("opencode was not added after codex:\n%q", got)
 	}
 	// follow removes the key: the agent follows the master switch again.
-	if err := st.SetAgent(agentCodex, web.ModeFollow); err != nil {
+	if err := st.SetAgent(config.AgentCodex, web.ModeFollow); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetAgent(agentOpenCode, web.ModeFollow); err != nil {
+	if err := st.SetAgent(config.AgentOpenCode, web.ModeFollow); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := readText(t, path), strings.Replace(text, "codex = true # on for now\r\n", "", 1); got != want {
 		t.Errorf("after follow:\n%q\nwant\n%q (the comment line keeps the table)", got, want)
 	}
-	if !st.Enabled(agentCodex) || agentOf(t, st.State(), agentCodex).Mode != web.ModeFollow {
+	if !st.Enabled(config.AgentCodex) || agentOf(t, st.State(), config.AgentCodex).Mode != web.ModeFollow {
 		t.Error("codex should follow the master switch (on) again")
 	}
 	// Saving the same mode twice changes nothing and bumps nothing.
 	rev = st.State().Revision
-	if err := st.SetAgent(agentCodex, web.ModeFollow); err != nil {
+	if err := st.SetAgent(config.AgentCodex, web.ModeFollow); err != nil {
 		t.Fatal(err)
 	}
 	if st.State().Revision != rev {
@@ -186,9 +187,9 @@ func TestStateSetAgentKeepsComments(t *testing.T) {
 		mode  web.Mode
 		want  string
 	}{
-		{agentUnknown, web.ModeOn, "follows the master switch"},
+		{config.AgentUnknown, web.ModeOn, "follows the master switch"},
 		{"cursor", web.ModeOn, `unknown agent "cursor": use claude-code, codex, opencode`},
-		{agentCodex, "maybe", `mode "maybe": use on, off or follow`},
+		{config.AgentCodex, "maybe", `mode "maybe": use on, off or follow`},
 	} {
 		if err := st.SetAgent(tc.agent, tc.mode); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("SetAgent(%q, %q) = %v, want %q", tc.agent, tc.mode, err, tc.want)
@@ -213,19 +214,19 @@ func TestStateSetPausedAndMaster(t *testing.T) {
 		t.Errorf("config:\n%q\nwant\n%q", got, want)
 	}
 	s := st.State()
-	if !s.Paused || s.Master || st.Enabled(agentClaudeCode) || agentOf(t, s, agentClaudeCode).Why != "off: paused" {
-		t.Errorf("State: paused %v master %v; claude-code %+v", s.Paused, s.Master, agentOf(t, s, agentClaudeCode))
+	if !s.Paused || s.Master || st.Enabled(config.AgentClaudeCode) || agentOf(t, s, config.AgentClaudeCode).Why != "off: paused" {
+		t.Errorf("State: paused %v master %v; claude-code %+v", s.Paused, s.Master, agentOf(t, s, config.AgentClaudeCode))
 	}
 	if err := st.SetPaused(false); err != nil {
 		t.Fatal(err)
 	}
-	if st.Enabled(agentClaudeCode) || agentOf(t, st.State(), agentClaudeCode).Why != "off (follows the master switch)" {
-		t.Errorf("after unpause with the master off: %+v", agentOf(t, st.State(), agentClaudeCode))
+	if st.Enabled(config.AgentClaudeCode) || agentOf(t, st.State(), config.AgentClaudeCode).Why != "off (follows the master switch)" {
+		t.Errorf("after unpause with the master off: %+v", agentOf(t, st.State(), config.AgentClaudeCode))
 	}
 	if err := st.SetMaster(true); err != nil {
 		t.Fatal(err)
 	}
-	if !st.Enabled(agentClaudeCode) || !st.Enabled("anything") {
+	if !st.Enabled(config.AgentClaudeCode) || !st.Enabled("anything") {
 		t.Error("master on: every following agent trims")
 	}
 }
@@ -233,7 +234,7 @@ func TestStateSetPausedAndMaster(t *testing.T) {
 func TestStateCreatesConfig(t *testing.T) {
 	t.Parallel()
 	sys, _, _ := testSystem(t, env{})
-	path, explicit, err := ConfigPath("", sys.getenv, sys.configDir)
+	path, explicit, err := config.Path("", sys.getenv, sys.configDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,7 @@ func TestStateUnwritableConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		rev := st.State().Revision
-		err := st.SetAgent(agentCodex, web.ModeOff)
+		err := st.SetAgent(config.AgentCodex, web.ModeOff)
 		if err == nil || !strings.Contains(err.Error(), "read-only") || !strings.Contains(err.Error(), "nothing changed") {
 			t.Fatalf("SetAgent on a read-only config = %v, want an error saying it is read-only", err)
 		}
@@ -274,7 +275,7 @@ func TestStateUnwritableConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "read-only") {
 			t.Fatalf("SaveSettings on a read-only config = %v", err)
 		}
-		if !st.Enabled(agentCodex) || st.State().Revision != rev || readText(t, path) != text {
+		if !st.Enabled(config.AgentCodex) || st.State().Revision != rev || readText(t, path) != text {
 			t.Error("a refused save applied something")
 		}
 	})
@@ -295,7 +296,7 @@ func TestStateUnwritableConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "not a directory") || !strings.Contains(err.Error(), "nothing changed") {
 			t.Fatalf("SetPaused = %v, want an error that says nothing changed", err)
 		}
-		if st.State().Paused || !st.Enabled(agentCodex) {
+		if st.State().Paused || !st.Enabled(config.AgentCodex) {
 			t.Error("a failed save applied the pause")
 		}
 	})
@@ -305,11 +306,11 @@ func TestStateEnvLock(t *testing.T) {
 	t.Parallel()
 	st, path, _ := testState(t, "[context_proxy.agents]\ncodex = true\n", env{"CONTEXT_PROXY_ENABLED": "0"})
 	s := st.State()
-	if s.EnvLock != "CONTEXT_PROXY_ENABLED=0" || st.Enabled(agentCodex) {
-		t.Fatalf("EnvLock %q, codex %v; want the lock and codex off", s.EnvLock, st.Enabled(agentCodex))
+	if s.EnvLock != "CONTEXT_PROXY_ENABLED=0" || st.Enabled(config.AgentCodex) {
+		t.Fatalf("EnvLock %q, codex %v; want the lock and codex off", s.EnvLock, st.Enabled(config.AgentCodex))
 	}
 	for name, err := range map[string]error{
-		"SetAgent":  st.SetAgent(agentCodex, web.ModeOn),
+		"SetAgent":  st.SetAgent(config.AgentCodex, web.ModeOn),
 		"SetMaster": st.SetMaster(true),
 	} {
 		if err == nil || !strings.Contains(err.Error(), "CONTEXT_PROXY_ENABLED=0 is set in the service's environment") {
@@ -323,8 +324,8 @@ func TestStateEnvLock(t *testing.T) {
 	if err := st.SetPaused(true); err != nil {
 		t.Fatal(err)
 	}
-	if !st.State().Paused || agentOf(t, st.State(), agentCodex).Why != "off: paused" {
-		t.Errorf("pause under the lock: %+v", agentOf(t, st.State(), agentCodex))
+	if !st.State().Paused || agentOf(t, st.State(), config.AgentCodex).Why != "off: paused" {
+		t.Errorf("pause under the lock: %+v", agentOf(t, st.State(), config.AgentCodex))
 	}
 }
 
@@ -483,14 +484,14 @@ func testStateWatchesHandEdits(t *testing.T) {
 	if err := os.WriteFile(path, []byte("[context_proxy.agents]\ncodex = false # by hand\n[context_proxy]\ntrim_at_tokens = 7000\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	took := waitFor(t, "the hand edit", func() bool { return !st.Enabled(agentCodex) })
+	took := waitFor(t, "the hand edit", func() bool { return !st.Enabled(config.AgentCodex) })
 	t.Logf("hand edit picked up after %s", took.Round(time.Millisecond))
 	if took > 1500*time.Millisecond {
 		t.Logf("slower than the 1 s poll plus margin: a loaded machine?")
 	}
 	s := st.State()
-	if s.Revision <= rev || agentOf(t, s, agentCodex).Mode != web.ModeOff || st.config().Proxy.TrimAtTokens != 7000 {
-		t.Errorf("after the edit: revision %d (was %d), codex %+v, trim_at %d", s.Revision, rev, agentOf(t, s, agentCodex), st.config().Proxy.TrimAtTokens)
+	if s.Revision <= rev || agentOf(t, s, config.AgentCodex).Mode != web.ModeOff || st.config().Proxy.TrimAtTokens != 7000 {
+		t.Errorf("after the edit: revision %d (was %d), codex %+v, trim_at %d", s.Revision, rev, agentOf(t, s, config.AgentCodex), st.config().Proxy.TrimAtTokens)
 	}
 	select {
 	case <-changed:
@@ -505,8 +506,8 @@ func testStateWatchesHandEdits(t *testing.T) {
 	}
 	waitFor(t, "the invalid edit reported", func() bool { return st.State().ConfigError != "" })
 	s = st.State()
-	if st.Enabled(agentCodex) || !strings.Contains(s.ConfigError, "[context_proxy] port = 0: must be an integer from 1 to 65535") || s.Revision <= rev {
-		t.Errorf("after an invalid edit: codex %v (want the old off), ConfigError %q", st.Enabled(agentCodex), s.ConfigError)
+	if st.Enabled(config.AgentCodex) || !strings.Contains(s.ConfigError, "[context_proxy] port = 0: must be an integer from 1 to 65535") || s.Revision <= rev {
+		t.Errorf("after an invalid edit: codex %v (want the old off), ConfigError %q", st.Enabled(config.AgentCodex), s.ConfigError)
 	}
 	time.Sleep(2500 * time.Millisecond) // two more polls (the bubble's clock): the same error is not logged again
 	if n := strings.Count(logs.String(), "does not load"); n != 1 {
@@ -521,7 +522,7 @@ func testStateWatchesHandEdits(t *testing.T) {
 	if err := os.WriteFile(path, []byte("[context_proxy.agents]\ncodex = true\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the fix", func() bool { return st.State().ConfigError == "" && st.Enabled(agentCodex) })
+	waitFor(t, "the fix", func() bool { return st.State().ConfigError == "" && st.Enabled(config.AgentCodex) })
 	if st.config().Proxy.TrimAtTokens != 0 {
 		t.Errorf("trim_at_tokens %d after its key went, want 0", st.config().Proxy.TrimAtTokens)
 	}
@@ -530,7 +531,7 @@ func testStateWatchesHandEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the removal", func() bool { return strings.Contains(st.State().ConfigError, "config.toml was removed") })
-	if agentOf(t, st.State(), agentCodex).Mode != web.ModeOn {
+	if agentOf(t, st.State(), config.AgentCodex).Mode != web.ModeOn {
 		t.Error("removing config.toml changed the running switches")
 	}
 }
@@ -550,7 +551,7 @@ func TestStateChanged(t *testing.T) {
 	if err := st.SetPaused(true); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SetAgent(agentCodex, web.ModeOff); err != nil {
+	if err := st.SetAgent(config.AgentCodex, web.ModeOff); err != nil {
 		t.Fatal(err)
 	}
 	for _, ch := range []<-chan struct{}{a, b} {
@@ -613,29 +614,29 @@ func TestStateConcurrent(t *testing.T) {
 					if j%2 == 0 {
 						mode = web.ModeOn
 					}
-					if err := st.SetAgent(agentCodex, mode); err != nil {
+					if err := st.SetAgent(config.AgentCodex, mode); err != nil {
 						t.Error(err)
 					}
 				case 1:
 					_ = st.State()
 				default:
 					for range 100 {
-						_ = st.Enabled(agentCodex)
+						_ = st.Enabled(config.AgentCodex)
 					}
 				}
 			}
 		})
 	}
 	wg.Wait()
-	if err := st.SetAgent(agentCodex, web.ModeOff); err != nil || st.Enabled(agentCodex) {
-		t.Fatalf("final SetAgent(codex, off) = %v, Enabled = %v", err, st.Enabled(agentCodex))
+	if err := st.SetAgent(config.AgentCodex, web.ModeOff); err != nil || st.Enabled(config.AgentCodex) {
+		t.Fatalf("final SetAgent(codex, off) = %v, Enabled = %v", err, st.Enabled(config.AgentCodex))
 	}
 }
 
 func TestStateWiring(t *testing.T) {
 	t.Parallel()
 	st, _, _ := testState(t, "", nil)
-	for _, agent := range configuredAgents {
+	for _, agent := range config.ConfiguredAgents {
 		if w := agentOf(t, st.State(), agent); w.Wiring != web.WiringNotInstalled || !strings.Contains(w.WiringDetail, "not installed") {
 			t.Errorf("%s in an empty home: %q (%s), want not installed", agent, w.Wiring, w.WiringDetail)
 		}
@@ -646,7 +647,7 @@ func TestStateWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.refreshWiring()
-	if w := agentOf(t, st.State(), agentCodex); w.Wiring != web.WiringNotWired {
+	if w := agentOf(t, st.State(), config.AgentCodex); w.Wiring != web.WiringNotWired {
 		t.Errorf("codex with ~/.codex: %q (%s), want not wired", w.Wiring, w.WiringDetail)
 	}
 	rev := st.State().Revision
@@ -656,16 +657,16 @@ func TestStateWiring(t *testing.T) {
 	}
 	st.refreshWiring()
 	s := st.State()
-	if w := agentOf(t, s, agentCodex); w.Wiring != web.WiringWired || !strings.Contains(w.WiringDetail, "config.toml") {
+	if w := agentOf(t, s, config.AgentCodex); w.Wiring != web.WiringWired || !strings.Contains(w.WiringDetail, "config.toml") {
 		t.Errorf("codex wired: %q (%s)", w.Wiring, w.WiringDetail)
 	}
 	if s.Revision <= rev {
 		t.Error("a wiring change did not bump the revision")
 	}
-	if u := agentOf(t, s, agentUnknown); u.Wiring != "" || u.Route != fmt.Sprintf("http://127.0.0.1:%d", st.port) {
+	if u := agentOf(t, s, config.AgentUnknown); u.Wiring != "" || u.Route != fmt.Sprintf("http://127.0.0.1:%d", st.port) {
 		t.Errorf("unknown: %+v", u)
 	}
-	if r := agentOf(t, s, agentCodex).Route; r != fmt.Sprintf("http://127.0.0.1:%d/codex", st.port) {
+	if r := agentOf(t, s, config.AgentCodex).Route; r != fmt.Sprintf("http://127.0.0.1:%d/codex", st.port) {
 		t.Errorf("codex route %q", r)
 	}
 	// Broken JSON: unknown, with the reason.
@@ -677,7 +678,7 @@ func TestStateWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.refreshWiring()
-	if w := agentOf(t, st.State(), agentClaudeCode); w.Wiring != web.WiringUnknown || !strings.Contains(w.WiringDetail, "cannot read") {
+	if w := agentOf(t, st.State(), config.AgentClaudeCode); w.Wiring != web.WiringUnknown || !strings.Contains(w.WiringDetail, "cannot read") {
 		t.Errorf("claude-code with broken settings.json: %q (%s)", w.Wiring, w.WiringDetail)
 	}
 }
@@ -820,7 +821,7 @@ func TestStateSeesWriterRightAfterSave(t *testing.T) {
 	st, path, _ := testState(t, "[context_proxy.agents]\ncodex = true \n", nil)
 	st.settle = 5 * time.Millisecond
 	for i := range 20 {
-		if err := st.SetAgent(agentCodex, web.ModeOff); err != nil { // writes "codex = false"
+		if err := st.SetAgent(config.AgentCodex, web.ModeOff); err != nil { // writes "codex = false"
 			t.Fatal(err)
 		}
 		ours := readText(t, path)
@@ -834,8 +835,8 @@ func TestStateSeesWriterRightAfterSave(t *testing.T) {
 		}
 		writeReplace(t, path, theirs, fi.ModTime())
 		st.poll()
-		if !st.Enabled(agentCodex) || agentOf(t, st.State(), agentCodex).Mode != web.ModeOn {
-			t.Fatalf("round %d: the file says codex = true, the service kept its own save (codex %v)", i, st.Enabled(agentCodex))
+		if !st.Enabled(config.AgentCodex) || agentOf(t, st.State(), config.AgentCodex).Mode != web.ModeOn {
+			t.Fatalf("round %d: the file says codex = true, the service kept its own save (codex %v)", i, st.Enabled(config.AgentCodex))
 		}
 	}
 }
@@ -863,13 +864,13 @@ func TestStatePauseWithBrokenConfig(t *testing.T) {
 		t.Errorf("config after pause:\n%q\nwant only the paused line added:\n%q", got, want)
 	}
 	s := st.State()
-	for _, a := range slices.Concat(configuredAgents, []string{agentUnknown}) {
+	for _, a := range slices.Concat(config.ConfiguredAgents, []string{config.AgentUnknown}) {
 		if st.Enabled(a) {
 			t.Errorf("%s trims while paused", a)
 		}
 	}
-	if !s.Paused || !strings.Contains(s.ConfigError, "port = 0") || agentOf(t, s, agentCodex).Mode != web.ModeOff || st.config().Proxy.TrimAtTokens != 7000 {
-		t.Errorf("after pause: paused %v, ConfigError %q, codex %q (the running off), trim_at %d", s.Paused, s.ConfigError, agentOf(t, s, agentCodex).Mode, st.config().Proxy.TrimAtTokens)
+	if !s.Paused || !strings.Contains(s.ConfigError, "port = 0") || agentOf(t, s, config.AgentCodex).Mode != web.ModeOff || st.config().Proxy.TrimAtTokens != 7000 {
+		t.Errorf("after pause: paused %v, ConfigError %q, codex %q (the running off), trim_at %d", s.Paused, s.ConfigError, agentOf(t, s, config.AgentCodex).Mode, st.config().Proxy.TrimAtTokens)
 	}
 	st.poll() // the file as saved: no reload, the error stays
 	if !st.State().Paused || !strings.Contains(st.State().ConfigError, "port = 0") {
@@ -878,7 +879,7 @@ func TestStatePauseWithBrokenConfig(t *testing.T) {
 	if err := st.SetPaused(false); err != nil {
 		t.Fatal(err)
 	}
-	if !st.Enabled(agentClaudeCode) || st.Enabled(agentCodex) {
+	if !st.Enabled(config.AgentClaudeCode) || st.Enabled(config.AgentCodex) {
 		t.Errorf("after resume: %s", st.agentsString())
 	}
 
@@ -894,7 +895,7 @@ func TestStatePauseWithBrokenConfig(t *testing.T) {
 	if readText(t, path) != notTOML {
 		t.Error("the file that is not TOML was changed")
 	}
-	if s := st.State(); !s.Paused || st.Enabled(agentClaudeCode) || !strings.Contains(s.ConfigError, "pause is applied to this run only and not saved") {
+	if s := st.State(); !s.Paused || st.Enabled(config.AgentClaudeCode) || !strings.Contains(s.ConfigError, "pause is applied to this run only and not saved") {
 		t.Errorf("paused %v, ConfigError %q", s.Paused, s.ConfigError)
 	}
 }
@@ -920,7 +921,7 @@ func testStateConfigRemovedOrHalfWritten(t *testing.T) {
 	st.poll()
 	st.poll()
 	s := st.State()
-	if st.Enabled(agentCodex) || st.config().Proxy.TrimAtTokens != 7000 {
+	if st.Enabled(config.AgentCodex) || st.config().Proxy.TrimAtTokens != 7000 {
 		t.Errorf("the removal applied the defaults: %s, trim_at %d", st.agentsString(), st.config().Proxy.TrimAtTokens)
 	}
 	if want := "config.toml was removed (" + path + "): the running settings stay until it is back or the service restarts"; s.ConfigError != want {
@@ -934,7 +935,7 @@ func testStateConfigRemovedOrHalfWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.poll()
-	if st.State().ConfigError != "" || st.Enabled(agentCodex) {
+	if st.State().ConfigError != "" || st.Enabled(config.AgentCodex) {
 		t.Errorf("after the file came back: ConfigError %q, %s", st.State().ConfigError, st.agentsString())
 	}
 
@@ -954,11 +955,11 @@ func testStateConfigRemovedOrHalfWritten(t *testing.T) {
 	}
 	f.Close()
 	<-done
-	if st.config().Proxy.TrimAtTokens != 7000 || st.Enabled(agentCodex) || st.State().Revision != rev {
+	if st.config().Proxy.TrimAtTokens != 7000 || st.Enabled(config.AgentCodex) || st.State().Revision != rev {
 		t.Fatalf("a half-written file was applied: trim_at %d, %s", st.config().Proxy.TrimAtTokens, st.agentsString())
 	}
 	st.poll()
-	if st.config().Proxy.TrimAtTokens != 8000 || st.Enabled(agentCodex) {
+	if st.config().Proxy.TrimAtTokens != 8000 || st.Enabled(config.AgentCodex) {
 		t.Errorf("the finished file was not applied: trim_at %d, %s", st.config().Proxy.TrimAtTokens, st.agentsString())
 	}
 }
@@ -968,7 +969,7 @@ func testStateConfigRemovedOrHalfWritten(t *testing.T) {
 func TestStateRefusals(t *testing.T) {
 	t.Parallel()
 	locked, _, _ := testState(t, "", env{"CONTEXT_PROXY_ENABLED": "0"})
-	if err := locked.SetAgent(agentCodex, web.ModeOn); !errors.Is(err, web.ErrRefused) {
+	if err := locked.SetAgent(config.AgentCodex, web.ModeOn); !errors.Is(err, web.ErrRefused) {
 		t.Errorf("env lock: %v is not a refusal", err)
 	}
 	if runtime.GOOS != "windows" {
@@ -977,7 +978,7 @@ func TestStateRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name, err := range map[string]error{
-			"SetAgent": ro.SetAgent(agentCodex, web.ModeOff), "SetPaused": ro.SetPaused(true),
+			"SetAgent": ro.SetAgent(config.AgentCodex, web.ModeOff), "SetPaused": ro.SetPaused(true),
 			"SaveSettings": ro.SaveSettings(map[string]string{"context_store.ttl_days": "3"}),
 		} {
 			if !errors.Is(err, web.ErrRefused) || !strings.Contains(err.Error(), "read-only") {

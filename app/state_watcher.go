@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"time"
+
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 )
 
 // Intervals of the state's background loop (state.run).
@@ -91,7 +93,7 @@ func (s *state) poll() {
 		s.configError(fmt.Sprintf("config.toml was removed (%s): the running settings stay until it is back or the service restarts", s.path))
 		return
 	}
-	rc, err := resolveConfigText(s.path, text, s.getenv)
+	rc, err := config.ResolveText(s.path, text, s.getenv)
 	if err != nil {
 		s.configError(err.Error())
 		return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/smarter-compact/smarter-compact/assets"
 	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -30,8 +31,8 @@ func (s *state) refreshWiring() {
 // us is not wired, or not installed when the installer finds no trace of the agent.
 func (s *state) checkWiring() map[string]wiring {
 	checks := agentChecks(context.Background(), s.sys, "", s.port, "", true)
-	out := make(map[string]wiring, len(configuredAgents))
-	for _, agent := range configuredAgents {
+	out := make(map[string]wiring, len(config.ConfiguredAgents))
+	for _, agent := range config.ConfiguredAgents {
 		var ok, fail, warn, info []doctorCheck
 		for _, c := range checks {
 			if c.Name != agent && !strings.HasPrefix(c.Name, agent+" (") {

@@ -7,20 +7,18 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/proxy"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/store/savings"
 )
-
-// healthTimeout bounds the GET /healthz that tells whether the service answers.
-const healthTimeout = 1500 * time.Millisecond
 
 // statusReport is `status --json`: the context_status summary (the same keys) plus the
 // config, the per-agent switches and whether the service answers on its port.
@@ -83,10 +81,10 @@ func status(ctx context.Context, args []string, sys system) error {
 	rep := statusReport{}
 	port := 4100
 	prices := savings.DefaultPrices() // when the config does not load
-	path, explicit, err := ConfigPath(*configFlag, sys.getenv, sys.configDir)
+	path, explicit, err := config.Path(*configFlag, sys.getenv, sys.configDir)
 	if err == nil {
-		var cfg Config
-		if cfg, err = LoadConfig(path, explicit, sys.getenv); err == nil {
+		var cfg config.Config
+		if cfg, err = config.Load(path, explicit, sys.getenv); err == nil {
 			rep.Config, port, prices = cfg.Path, cfg.Port, cfg.Prices
 			rep.Memory = "recall on trim: " + cfg.Memory.String()
 			rep.Agents = agentStatuses(cfg, sys.getenv, port)
@@ -160,7 +158,7 @@ func writeStatusSummary(w io.Writer, rep *statusReport, verbose bool) {
 	if len(rep.Agents) > 0 {
 		var on, off []string
 		for _, a := range rep.Agents {
-			if a.Agent == agentUnknown {
+			if a.Agent == config.AgentUnknown {
 				continue
 			}
 			if a.On {
@@ -193,21 +191,21 @@ func plural(n int, one, many string) string {
 }
 
 // agentStatuses lists the agents in display order with where their value comes from
-// (switchState.rule), read again from the config file (LoadConfig keeps only the resolved
+// (Switches.Rule), read again from the config file (config.Load keeps only the resolved
 // value).
-func agentStatuses(cfg Config, getenv func(string) string, port int) []agentStatus {
-	var f fileConfig
+func agentStatuses(cfg config.Config, getenv func(string) string, port int) []agentStatus {
+	var f config.File
 	if cfg.Path != "" {
-		if b, err := readConfigFile(cfg.Path); err == nil {
-			_ = decodeFile(cfg.Path, b, &f) // LoadConfig already decoded it without error
+		if b, err := config.ReadFile(cfg.Path); err == nil {
+			_ = config.DecodeFile(cfg.Path, b, &f) // config.Load already decoded it without error
 		}
 	}
-	sw := switchesOf(&f.ContextProxy, getenv)
+	sw := config.SwitchesOf(&f.ContextProxy, getenv)
 	var out []agentStatus
-	for _, agent := range slices.Concat(configuredAgents, []string{agentUnknown}) {
+	for _, agent := range slices.Concat(config.ConfiguredAgents, []string{config.AgentUnknown}) {
 		a := agentStatus{Agent: agent, On: cfg.Agents[agent], Route: fmt.Sprintf("http://127.0.0.1:%d/%s", port, agent)}
-		_, a.Source = sw.rule(agent)
-		if agent == agentUnknown {
+		_, a.Source = sw.Rule(agent)
+		if agent == config.AgentUnknown {
 			a.Route = fmt.Sprintf("http://127.0.0.1:%d (unprefixed routes)", port)
 		}
 		out = append(out, a)
@@ -243,33 +241,18 @@ func findService(ctx context.Context, configDir string, port int) (st serviceSta
 	return st, false
 }
 
-// probeService asks GET /healthz on the loopback port, with a short timeout and no proxy
-// or redirects.
+// probeService asks GET /healthz on the loopback port (installer.ProbeHealth).
 func probeService(ctx context.Context, port int) serviceStatus {
-	st := serviceStatus{URL: "http://127.0.0.1:" + strconv.Itoa(port)}
-	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, st.URL+"/healthz", nil)
-	if err != nil {
+	h, err := installer.ProbeHealth(ctx, port)
+	st := serviceStatus{URL: h.URL, Build: h.Build}
+	switch {
+	case err != nil:
 		st.Error = err.Error()
-		return st
+	case h.Status != "":
+		st.Error = fmt.Sprintf("GET /healthz answered %s, not smarter-compact's ok: another program on this port?", h.Status)
+	default:
+		st.Answering = true
 	}
-	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Do(req)
-	if err != nil {
-		st.Error = err.Error()
-		return st
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "ok" {
-		st.Error = fmt.Sprintf("GET /healthz answered %s, not smarter-compact's ok: another program on this port?", resp.Status)
-		return st
-	}
-	st.Answering = true
-	st.Build = resp.Header.Get(healthzBuildHeader)
 	return st
 }
 

@@ -207,3 +207,21 @@ func TestStatusCommandFlags(t *testing.T) {
 		t.Errorf("status -h: %v\n%s", err, stdout)
 	}
 }
+
+// status names the memory provider and bank, never the API key.
+func TestStatusShowsMemoryWithoutTheKey(t *testing.T) {
+	t.Parallel()
+	config := writeConfig(t, "[memory]\nurl = \"http://127.0.0.1:8888\"\napi_key = \"file-secret\"\n")
+	sys, stdout, stderr := testSystem(t, env{"SMARTER_COMPACT_STATE_DIR": t.TempDir(), "CONTEXT_PROXY_PORT": "1",
+		"SMARTER_COMPACT_MEMORY_API_KEY": "env-secret"})
+	if err := run(t.Context(), []string{"status", "--verbose", "--config", config}, sys); err != nil {
+		t.Fatalf("status: %v (%s)", err, stderr)
+	}
+	out := stdout.String()
+	if !strings.Contains(out, `Memory: recall on trim: hindsight at http://127.0.0.1:8888, bank "coding-agent::{repo}", 0 mapped prefixes, api key set`) {
+		t.Errorf("status lacks the memory line:\n%s", out)
+	}
+	if strings.Contains(out+stderr.String(), "secret") {
+		t.Errorf("status shows the API key:\n%s", out)
+	}
+}

@@ -3,30 +3,9 @@ package app
 import (
 	"strings"
 	"testing"
-)
 
-func TestEditDistance(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0},
-		{"abc", "", 3},
-		{"", "abc", 3},
-		{"status", "status", 0},
-		{"stauts", "status", 1}, // swapped neighbours count once (Damerau)
-		{"instal", "install", 1},
-		{"kitten", "sitting", 3},
-		{"ca", "abc", 3}, // optimal string alignment, not unrestricted Damerau (2)
-		{"héllo", "hello", 1},
-	}
-	for _, tt := range tests {
-		if got := editDistance(tt.a, tt.b); got != tt.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
-		}
-	}
-}
+	"github.com/smarter-compact/smarter-compact/proxy/config"
+)
 
 func TestSuggest(t *testing.T) {
 	t.Parallel()
@@ -45,15 +24,15 @@ func TestSuggest(t *testing.T) {
 		{"", ""},
 	}
 	for _, tt := range tests {
-		if got := suggest(tt.typo, commands); got != tt.want {
-			t.Errorf("suggest(%q) = %q, want %q", tt.typo, got, tt.want)
+		if got := config.Suggest(tt.typo, commands); got != tt.want {
+			t.Errorf("Suggest(%q) = %q, want %q", tt.typo, got, tt.want)
 		}
 	}
-	if got := suggest("claude", configuredAgents); got != "" {
-		t.Errorf("suggest(claude) = %q: 5 edits from claude-code, want none", got)
+	if got := config.Suggest("claude", config.ConfiguredAgents); got != "" {
+		t.Errorf("Suggest(claude) = %q: 5 edits from claude-code, want none", got)
 	}
-	if got := suggest("claud-code", configuredAgents); got != "claude-code" {
-		t.Errorf("suggest(claud-code) = %q, want claude-code", got)
+	if got := config.Suggest("claud-code", config.ConfiguredAgents); got != "claude-code" {
+		t.Errorf("Suggest(claud-code) = %q, want claude-code", got)
 	}
 }
 

@@ -54,13 +54,13 @@ func (a *trayApp) LoginStatus(ctx context.Context) tray.Login {
 	if err != nil {
 		return tray.Login{Unsupported: err.Error()}
 	}
-	if cfg.GOOS == "linux" && !cfg.ForceSystemd && !systemdRunning() {
-		return tray.Login{Unsupported: "systemd is not running here; " + noServiceManager}
+	if cfg.SystemdMissing() {
+		return tray.Login{Unsupported: "systemd is not running here; " + installer.NoServiceManager}
 	}
 	st, err := installer.ServiceStatus(ctx, cfg)
 	if err != nil {
 		if errors.Is(err, installer.ErrServiceUnsupported) {
-			return tray.Login{Unsupported: err.Error() + "; " + noServiceManager}
+			return tray.Login{Unsupported: err.Error() + "; " + installer.NoServiceManager}
 		}
 		a.log.Warn("tray: cannot read the login service", "err", err)
 		return tray.Login{Unsupported: firstLine(err)}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -35,7 +36,7 @@ func (w *wirer) Plan(ctx context.Context) ([]web.WirePlan, error) {
 	w.st.refreshWiring()
 	var plans []web.WirePlan
 	for _, a := range w.st.State().Agents {
-		if a.Agent != agentUnknown {
+		if a.Agent != config.AgentUnknown {
 			plans = append(plans, web.WirePlan{Agent: a.Agent, Wiring: a.Wiring, Detail: a.WiringDetail})
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store/storetest"
 	"github.com/smarter-compact/smarter-compact/web"
 )
@@ -41,7 +42,7 @@ func wireServer(t *testing.T) (base string, sys system, files map[string]string)
 			t.Fatal(err)
 		}
 	}
-	path, explicit, err := ConfigPath("", sys.getenv, sys.configDir)
+	path, explicit, err := config.Path("", sys.getenv, sys.configDir)
 	if err != nil {
 		t.Fatal(err)
 	}

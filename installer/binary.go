@@ -135,3 +135,24 @@ func isFile(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular()
 }
+
+// ServiceExe is the executable the login service runs, given the one running now (exe, an
+// absolute path for goos). On Windows it is smarter-compact-gui.exe in exe's folder when that
+// file exists (no console window at every logon), else exe itself, with a note that says so.
+// Elsewhere it is exe. A registration naming the GUI exe is then what install would write,
+// so status reads it as current.
+func ServiceExe(goos, exe string) (string, string) {
+	if goos != "windows" {
+		return exe, ""
+	}
+	i := strings.LastIndexAny(exe, `\/`)
+	dir, base := exe[:i+1], exe[i+1:]
+	if strings.EqualFold(base, guiExe) {
+		return exe, ""
+	}
+	gui := dir + guiExe
+	if fi, err := os.Stat(gui); err == nil && fi.Mode().IsRegular() {
+		return gui, ""
+	}
+	return exe, fmt.Sprintf("no %s beside %s: the logon start runs this console executable, which opens a console window at every logon (install the release zip or MSI, which ship both)", guiExe, exe)
+}

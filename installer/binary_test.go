@@ -98,3 +98,35 @@ func TestPlaceBinary(t *testing.T) {
 		t.Errorf("a link at the target: %q, %v", line, err)
 	}
 }
+
+// TestServiceExe: on Windows the login service runs smarter-compact-gui.exe when it sits
+// beside the console exe, and says so when it does not; elsewhere the running executable.
+func TestServiceExe(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	console := filepath.Join(dir, "smarter-compact.exe")
+	gui := filepath.Join(dir, "smarter-compact-gui.exe")
+	lone := filepath.Join(t.TempDir(), "smarter-compact.exe")
+	for _, p := range []string{console, gui, lone} {
+		if err := os.WriteFile(p, []byte("MZ"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		goos, exe, want string
+		note            bool
+	}{
+		{"windows", console, gui, false},
+		{"windows", gui, gui, false},
+		{"windows", lone, lone, true},
+		{"linux", console, console, false},
+	} {
+		got, note := ServiceExe(c.goos, c.exe)
+		if got != c.want || (note != "") != c.note {
+			t.Errorf("serviceExe(%s, %s) = %s, note %q; want %s, a note %v", c.goos, c.exe, got, note, c.want, c.note)
+		}
+		if c.note && !strings.Contains(note, "console window") {
+			t.Errorf("the note does not say what happens: %q", note)
+		}
+	}
+}

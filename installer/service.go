@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path"
 	"regexp"
 	"runtime"
@@ -274,27 +275,58 @@ func registeredState(goos string, def ServiceDef, registered string, found bool)
 	return st
 }
 
-// ServiceHealth asks GET http://127.0.0.1:<port>/healthz (no proxy, no redirects, a short
-// timeout) and returns nil when it answers smarter-compact's 200 "ok".
-func ServiceHealth(ctx context.Context, port int) error {
+// HealthBuildHeader carries the running service's build on GET /healthz (proxy.CodeVersion),
+// so `status` can compare it with the installed binary (the seed's proxy_stale).
+const HealthBuildHeader = "X-Smarter-Compact-Build"
+
+// Health is what GET /healthz on a loopback port answered.
+type Health struct {
+	// URL is http://127.0.0.1:<port>, without /healthz.
+	URL string
+	// Build is HealthBuildHeader's value ("" from a release older than the header).
+	Build string
+	// Status is the HTTP status line of an answer that is not smarter-compact's 200 "ok";
+	// "" when it is.
+	Status string
+}
+
+// ProbeHealth asks GET /healthz on the loopback port, within 1.5 s, through no proxy and
+// following no redirect. err is a failure to get an answer at all; an answer that is not
+// ours is Health.Status.
+func ProbeHealth(ctx context.Context, port int) (Health, error) {
+	h := Health{URL: "http://127.0.0.1:" + strconv.Itoa(port)}
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
-	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/healthz"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.URL+"/healthz", nil)
 	if err != nil {
-		return err
+		return h, err
 	}
 	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return h, err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "ok" {
-		return fmt.Errorf("GET %s answered %s, not smarter-compact's ok: another program on port %d?", url, resp.Status, port)
+		h.Status = resp.Status
+		return h, nil
+	}
+	h.Build = resp.Header.Get(HealthBuildHeader)
+	return h, nil
+}
+
+// ServiceHealth asks GET http://127.0.0.1:<port>/healthz (no proxy, no redirects, a short
+// timeout) and returns nil when it answers smarter-compact's 200 "ok".
+func ServiceHealth(ctx context.Context, port int) error {
+	h, err := ProbeHealth(ctx, port)
+	if err != nil {
+		return err
+	}
+	if h.Status != "" {
+		return fmt.Errorf("GET %s/healthz answered %s, not smarter-compact's ok: another program on port %d?", h.URL, h.Status, port)
 	}
 	return nil
 }
@@ -436,4 +468,17 @@ func stopWait(ctx context.Context, c ServiceConfig, def ServiceDef, wasRunning, 
 	st, err := platformStatus(ctx, c, def)
 	res.State = st
 	return res, err
+}
+
+// SystemdRunning reports whether systemd manages this machine (sd_booted's test).
+func SystemdRunning() bool {
+	fi, err := os.Stat("/run/systemd/system")
+	return err == nil && fi.IsDir()
+}
+
+// SystemdMissing reports whether c is a Linux service with no running systemd to start it
+// (as in most containers): the unit could be written, but nothing would run it.
+// ForceSystemd (tests) says systemd is there.
+func (c ServiceConfig) SystemdMissing() bool {
+	return c.GOOS == "linux" && !c.ForceSystemd && !SystemdRunning()
 }

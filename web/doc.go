@@ -1,6 +1,9 @@
 // Package web serves the local dashboard and the JSON control API (DESIGN.md §5, §9): the
 // chi routes for / and /ui/… (templ components in web/ui, htmx) and /api/… for the tray and
-// the CLI. Mount registers them on app's router, inside its Host check (DNS rebinding).
+// the CLI. Server.Handler builds the listener's route table from app's parts, inside the
+// guards of guard.go that app hands in: the Host check (CheckHost, DNS rebinding) and the
+// refusal of browsers on the model and MCP routes (RefuseBrowsers); BodyDeadline bounds a
+// request body's arrival ([context_proxy] body_read_timeout_s).
 // SetAgentMode is the control API's client, beside the handlers that define its protocol
 // (`smarter-compact on|off` switches a running service through it).
 //

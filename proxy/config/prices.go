@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ func (r *resolver) prices(tables map[string]filePrice) savings.Prices {
 	out := savings.DefaultPrices()
 	for _, prefix := range slices.Sorted(maps.Keys(tables)) {
 		t := tables[prefix]
-		k := key{section: fmt.Sprintf("prices.%q", prefix), accepts: "a number of at least 0 (USD per million tokens)"}
+		k := Key{Section: fmt.Sprintf("prices.%q", prefix), Accepts: "a number of at least 0 (USD per million tokens)"}
 		if prefix == "" {
 			r.errs = append(r.errs, fmt.Errorf("config %s: [prices.\"\"]: the model prefix must not be empty: name a model family, e.g. [prices.\"claude-sonnet-4\"]", r.path))
 			continue
@@ -55,7 +55,7 @@ func (r *resolver) prices(tables map[string]filePrice) savings.Prices {
 				continue
 			}
 			if !finite(*v) || *v < 0 {
-				k.name = priceKeys[i]
+				k.Name = priceKeys[i]
 				r.fileErr(k, *v)
 				ok = false
 				continue

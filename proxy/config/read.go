@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"fmt"
@@ -7,16 +7,16 @@ import (
 	"os"
 )
 
-// configMaxBytes caps config.toml: ours is a few hundred bytes, so a larger file is a
+// MaxBytes caps config.toml: ours is a few hundred bytes, so a larger file is a
 // mistake (a log, an image, /dev/zero) that must not be read into memory.
-const configMaxBytes = 1 << 20
+const MaxBytes = 1 << 20
 
-// readConfigFile returns the bytes of the config.toml at path, which must be a regular file
-// of at most configMaxBytes. A FIFO, a device (/dev/zero), a socket or a directory is an
+// ReadFile returns the bytes of the config.toml at path, which must be a regular file
+// of at most MaxBytes. A FIFO, a device (/dev/zero), a socket or a directory is an
 // error at once, never a read that blocks or fills memory: the file is opened
 // non-blocking (configOpenFlags) and checked with Stat on the open descriptor, and at most
-// configMaxBytes+1 bytes are read. A missing file is an error wrapping fs.ErrNotExist.
-func readConfigFile(path string) ([]byte, error) {
+// MaxBytes+1 bytes are read. A missing file is an error wrapping fs.ErrNotExist.
+func ReadFile(path string) ([]byte, error) {
 	// Stat first: opening a FIFO on a system without non-blocking opens would wait for a writer.
 	if err := checkConfigFile(path, os.Stat); err != nil {
 		return nil, err
@@ -29,11 +29,11 @@ func readConfigFile(path string) ([]byte, error) {
 	if err := checkConfigFile(path, func(string) (fs.FileInfo, error) { return f.Stat() }); err != nil {
 		return nil, err // replaced between the two checks
 	}
-	b, err := io.ReadAll(io.LimitReader(f, configMaxBytes+1))
+	b, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > configMaxBytes {
+	if len(b) > MaxBytes {
 		return nil, configTooLarge(path)
 	}
 	return b, nil
@@ -48,7 +48,7 @@ func checkConfigFile(path string, stat func(string) (fs.FileInfo, error)) error 
 		return fmt.Errorf("%s is not a regular file (%s): config.toml must be a plain text file; point --config or SMARTER_COMPACT_CONFIG at one, or remove it to use the defaults",
 			path, fileKind(fi.Mode()))
 	}
-	if fi.Size() > configMaxBytes {
+	if fi.Size() > MaxBytes {
 		return configTooLarge(path)
 	}
 	return nil
@@ -56,7 +56,7 @@ func checkConfigFile(path string, stat func(string) (fs.FileInfo, error)) error 
 
 func configTooLarge(path string) error {
 	return fmt.Errorf("%s is larger than %d KiB, which no config.toml is: point --config or SMARTER_COMPACT_CONFIG at the right file",
-		path, configMaxBytes>>10)
+		path, MaxBytes>>10)
 }
 
 func fileKind(m fs.FileMode) string {

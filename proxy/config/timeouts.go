@@ -1,4 +1,4 @@
-package app
+package config
 
 import "time"
 
@@ -19,14 +19,14 @@ const (
 )
 
 var (
-	keyBodyReadTimeoutS = key{"context_proxy", "body_read_timeout_s", "CONTEXT_PROXY_BODY_READ_TIMEOUT_S",
+	keyBodyReadTimeoutS = Key{"context_proxy", "body_read_timeout_s", "CONTEXT_PROXY_BODY_READ_TIMEOUT_S",
 		"an integer of at least 1 (seconds)", atLeast(1)}
-	keyUpstreamIdleTimeoutS = key{"context_proxy", "upstream_idle_timeout_s", "CONTEXT_PROXY_UPSTREAM_IDLE_TIMEOUT_S",
+	keyUpstreamIdleTimeoutS = Key{"context_proxy", "upstream_idle_timeout_s", "CONTEXT_PROXY_UPSTREAM_IDLE_TIMEOUT_S",
 		"an integer of at least 1 (seconds)", atLeast(1)}
 )
 
 // timeoutKeys are added to allKeys.
-var timeoutKeys = []key{keyBodyReadTimeoutS, keyUpstreamIdleTimeoutS}
+var timeoutKeys = []Key{keyBodyReadTimeoutS, keyUpstreamIdleTimeoutS}
 
 // timeouts resolves the timeout keys into c: Config.BodyReadTimeout, the whole time a request
 // body may take to arrive (bodyDeadline), and Proxy.IdleTimeout, the longest the upstream may

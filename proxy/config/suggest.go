@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 // none is close enough to be what the user meant: at most 1 edit for words of up to 4
 // letters, 2 up to 8, 3 beyond. Case and leading dashes are ignored; on a tie the earlier
 // candidate wins.
-func suggest(typo string, candidates []string) string {
+func Suggest(typo string, candidates []string) string {
 	t := strings.ToLower(strings.TrimLeft(typo, "-"))
 	if t == "" {
 		return ""
@@ -31,10 +31,10 @@ func suggest(typo string, candidates []string) string {
 	return best
 }
 
-// didYouMean is suggest for an error message, to follow the name the user typed:
+// DidYouMean is suggest for an error message, to follow the name the user typed:
 // ` (did you mean "x"?)`, or "".
-func didYouMean(typo string, candidates []string) string {
-	if s := suggest(typo, candidates); s != "" {
+func DidYouMean(typo string, candidates []string) string {
+	if s := Suggest(typo, candidates); s != "" {
 		return fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return ""

@@ -1,39 +1,9 @@
-package app
+package config
 
 import (
-	"reflect"
 	"strings"
 	"testing"
 )
-
-func TestConfigAgentUpstreams(t *testing.T) {
-	t.Parallel()
-	cfg, err := load(t, "[upstream]\nanthropic = \"https://family.example\"\n\n"+
-		"[upstream.agents.claude-code]\nanthropic = \"https://gw.example/anthropic/\"\n\n"+
-		"[upstream.agents.codex]\ncodex = \"http://codex-gw.example/backend\"\nopenai = \"https://oa.example/v1\"\n",
-		env{"SMARTER_COMPACT_UPSTREAM_ANTHROPIC": "https://env.example"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]map[string]string{
-		"claude-code": {"anthropic": "https://gw.example/anthropic"},
-		"codex":       {"codex": "http://codex-gw.example/backend", "openai": "https://oa.example/v1"},
-	}
-	if !reflect.DeepEqual(cfg.Proxy.AgentUpstreams, want) {
-		t.Errorf("AgentUpstreams = %v, want %v", cfg.Proxy.AgentUpstreams, want)
-	}
-	if cfg.Proxy.Upstreams["anthropic"] != "https://env.example" {
-		t.Errorf("[upstream] anthropic = %q: the environment wins over the family key only", cfg.Proxy.Upstreams["anthropic"])
-	}
-	if got := agentUpstreamsLog(cfg.Proxy.AgentUpstreams); got != "claude-code.anthropic=https://gw.example/anthropic codex.openai=https://oa.example/v1 codex.codex=http://codex-gw.example/backend" {
-		t.Errorf("startup log: %s", got)
-	}
-
-	cfg, err = load(t, "", nil)
-	if err != nil || cfg.Proxy.AgentUpstreams != nil || agentUpstreamsLog(nil) != "none" {
-		t.Errorf("no tables: %v, %v", cfg.Proxy.AgentUpstreams, err)
-	}
-}
 
 func TestConfigAgentUpstreamErrors(t *testing.T) {
 	t.Parallel()

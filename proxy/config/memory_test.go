@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"os"
@@ -65,8 +65,12 @@ func TestMemoryBankFor(t *testing.T) {
 	base := t.TempDir()
 	repo := filepath.Join(base, "src", "demo-repo")
 	sub := filepath.Join(repo, "pkg", "inner")
-	must(t, os.MkdirAll(filepath.Join(repo, ".git"), 0o700))
-	must(t, os.MkdirAll(sub, 0o700))
+	if err := os.MkdirAll(filepath.Join(repo, ".git"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	work := filepath.Join(base, "work")
 	m := MemoryConfig{Provider: "hindsight", URL: "http://x", Bank: defaultBank, Banks: map[string]string{
 		work:                            "work::{repo}",
@@ -85,70 +89,5 @@ func TestMemoryBankFor(t *testing.T) {
 		if got := m.BankFor(tc.cwd); got != tc.want {
 			t.Errorf("BankFor(%q) = %q, want %q", tc.cwd, got, tc.want)
 		}
-	}
-}
-
-// Registrations carry the bank when config.toml has a [memory] table (contract: Location).
-func TestHookRegistrationCarriesTheBank(t *testing.T) {
-	t.Parallel()
-	in := `{"session_id":"sess-bank","cwd":"/home/u/projects/shop","hook_event_name":"SessionStart","source":"startup"}`
-	sys, state, stdout, stderr := hookSystem(t, in)
-	cfgDir := filepath.Join(sys.configDir, "smarter-compact")
-	must(t, os.MkdirAll(cfgDir, 0o700))
-	must(t, os.WriteFile(filepath.Join(cfgDir, "config.toml"), []byte("[memory]\nurl = \"http://127.0.0.1:8888\"\n"), 0o600))
-	if err := run(t.Context(), []string{"hook", "session-start"}, sys); err != nil {
-		t.Fatal(err)
-	}
-	if stdout.String() != "" || stderr.String() != "" {
-		t.Fatalf("stdout %q, stderr %q", stdout, stderr)
-	}
-	if reg := readRegistration(t, state, "sess-bank"); reg.Bank != "coding-agent::shop" {
-		t.Fatalf("registration %+v: want bank coding-agent::shop", reg)
-	}
-
-	sys.stdin = nil
-	if err := run(t.Context(), []string{"hook", "opencode-session", "--cwd", "/home/u/projects/cart", "ses_bank"}, sys); err != nil {
-		t.Fatal(err)
-	}
-	if reg := readRegistration(t, state, "ses_bank"); reg.Bank != "coding-agent::cart" || reg.Agent != "opencode" {
-		t.Fatalf("registration %+v: want bank coding-agent::cart", reg)
-	}
-
-	// a config that does not load registers without a bank and says so in one line
-	must(t, os.WriteFile(filepath.Join(cfgDir, "config.toml"), []byte("[memory]\n"), 0o600))
-	sys.stdin = strings.NewReader(strings.Replace(in, "sess-bank", "sess-nobank", 1))
-	if err := run(t.Context(), []string{"hook", "session-start"}, sys); err != nil {
-		t.Fatal(err)
-	}
-	if reg := readRegistration(t, state, "sess-nobank"); reg.Bank != "" {
-		t.Fatalf("registration %+v: want no bank", reg)
-	}
-	if lines := strings.Count(stderr.String(), "\n"); lines != 1 || !strings.Contains(stderr.String(), "registered without a memory bank") {
-		t.Fatalf("stderr %q: want one line", stderr)
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// status names the memory provider and bank, never the API key.
-func TestStatusShowsMemoryWithoutTheKey(t *testing.T) {
-	t.Parallel()
-	config := writeConfig(t, "[memory]\nurl = \"http://127.0.0.1:8888\"\napi_key = \"file-secret\"\n")
-	sys, stdout, stderr := testSystem(t, env{"SMARTER_COMPACT_STATE_DIR": t.TempDir(), "CONTEXT_PROXY_PORT": "1",
-		"SMARTER_COMPACT_MEMORY_API_KEY": "env-secret"})
-	if err := run(t.Context(), []string{"status", "--verbose", "--config", config}, sys); err != nil {
-		t.Fatalf("status: %v (%s)", err, stderr)
-	}
-	out := stdout.String()
-	if !strings.Contains(out, `Memory: recall on trim: hindsight at http://127.0.0.1:8888, bank "coding-agent::{repo}", 0 mapped prefixes, api key set`) {
-		t.Errorf("status lacks the memory line:\n%s", out)
-	}
-	if strings.Contains(out+stderr.String(), "secret") {
-		t.Errorf("status shows the API key:\n%s", out)
 	}
 }

@@ -1,9 +1,9 @@
 //go:build windows
 
-package app
+package config
 
 import "os"
 
-// configOpenFlags: Windows has no FIFOs in the file system; readConfigFile's Stat check
+// configOpenFlags: Windows has no FIFOs in the file system; ReadFile's Stat check
 // refuses devices and pipes before the open.
 const configOpenFlags = os.O_RDONLY

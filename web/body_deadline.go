@@ -1,4 +1,4 @@
-package app
+package web
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// bodyDeadline bounds how long a request's body may take to arrive: d from the start of the
+// BodyDeadline bounds how long a request's body may take to arrive: d from the start of the
 // handler ([context_proxy] body_read_timeout_s; d <= 0 turns the bound off). A client that
 // sends its body slower (slowloris: one byte every few seconds) gets a read error that names
 // the setting, the handler answers it, and the server closes the connection. When the body
@@ -18,7 +18,7 @@ import (
 // fails, also after the body was read). An error leaves the deadline in place, so that the
 // server's drain of the unread rest cannot wait on a slow client either. Requests without a
 // body are not touched.
-func bodyDeadline(d time.Duration, next http.Handler) http.Handler {
+func BodyDeadline(d time.Duration, next http.Handler) http.Handler {
 	if d <= 0 {
 		return next
 	}
@@ -40,7 +40,7 @@ func bodyDeadline(d time.Duration, next http.Handler) http.Handler {
 	})
 }
 
-// deadlineBody is a request body read under bodyDeadline's deadline.
+// deadlineBody is a request body read under BodyDeadline's deadline.
 type deadlineBody struct {
 	io.ReadCloser
 	rc   *http.ResponseController

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"fmt"
@@ -99,24 +99,10 @@ func gitRootOf(dir string) string {
 	}
 }
 
-// memoryBank returns the bank of a session working in cwd under the user's config.toml
-// (MemoryConfig.BankFor): "" without a [memory] table.
-func memoryBank(sys system, cwd string) (string, error) {
-	path, explicit, err := ConfigPath("", sys.getenv, sys.configDir)
-	if err != nil {
-		return "", nil // no config directory: no config.toml, so no [memory] table
-	}
-	cfg, err := LoadConfig(path, explicit, sys.getenv)
-	if err != nil {
-		return "", err
-	}
-	return cfg.Memory.BankFor(cwd), nil
-}
-
-// recallSettings sets the proxy's recall knobs from c (contract: Proxy-inserted text): the
+// RecallSettings sets the proxy's recall knobs from c (contract: Proxy-inserted text): the
 // provider's client when [memory] names one and [compaction] recall is on, the cap, and the
 // bank of sessions the proxy registers itself.
-func (c Config) recallSettings(ps *proxy.Settings) {
+func (c Config) RecallSettings(ps *proxy.Settings) {
 	ps.RecallMaxChars = c.CompactionMaxChars
 	ps.Recall, ps.BankFor = nil, nil
 	if c.Memory.Configured() {
@@ -127,8 +113,8 @@ func (c Config) recallSettings(ps *proxy.Settings) {
 	}
 }
 
-// recallChanged reports whether the settings recallSettings reads differ between a and b.
-func recallChanged(a, b Config) bool {
+// RecallChanged reports whether the settings recallSettings reads differ between a and b.
+func RecallChanged(a, b Config) bool {
 	return a.CompactionMaxChars != b.CompactionMaxChars || a.CompactionRecall != b.CompactionRecall ||
 		!reflect.DeepEqual(a.Memory, b.Memory)
 }
@@ -144,12 +130,12 @@ type fileMemory struct {
 
 // The [memory] keys (issue 17). [memory.banks] holds one key per path prefix.
 var (
-	keyMemoryProvider = key{"memory", "provider", "", `"hindsight"`, nil}
-	keyMemoryURL      = key{"memory", "url", "", "an absolute http or https URL (the provider's base URL, e.g. http://127.0.0.1:8888)", nil}
-	keyMemoryAPIKey   = key{"memory", "api_key", "SMARTER_COMPACT_MEMORY_API_KEY", "a string (the provider's API key; empty sends none)", nil}
-	keyMemoryBank     = key{"memory", "bank", "", `a bank name, where {repo} stands for the session's git root directory name (default "coding-agent::{repo}")`, nil}
+	keyMemoryProvider = Key{"memory", "provider", "", `"hindsight"`, nil}
+	keyMemoryURL      = Key{"memory", "url", "", "an absolute http or https URL (the provider's base URL, e.g. http://127.0.0.1:8888)", nil}
+	keyMemoryAPIKey   = Key{"memory", "api_key", "SMARTER_COMPACT_MEMORY_API_KEY", "a string (the provider's API key; empty sends none)", nil}
+	keyMemoryBank     = Key{"memory", "bank", "", `a bank name, where {repo} stands for the session's git root directory name (default "coding-agent::{repo}")`, nil}
 
-	memoryKeys = []key{keyMemoryProvider, keyMemoryURL, keyMemoryAPIKey, keyMemoryBank}
+	memoryKeys = []Key{keyMemoryProvider, keyMemoryURL, keyMemoryAPIKey, keyMemoryBank}
 )
 
 // memoryProviders are the accepted values of [memory] provider.
@@ -160,7 +146,7 @@ var memoryProviders = []string{"hindsight"}
 func (r *resolver) memory(f *fileMemory) MemoryConfig {
 	if f == nil {
 		if v, ok := r.env(keyMemoryAPIKey); ok && v != "" {
-			r.warnings = append(r.warnings, keyMemoryAPIKey.env+" is set but config.toml has no [memory] table: no recall")
+			r.warnings = append(r.warnings, keyMemoryAPIKey.Env+" is set but config.toml has no [memory] table: no recall")
 		}
 		return MemoryConfig{}
 	}
@@ -175,13 +161,13 @@ func (r *resolver) memory(f *fileMemory) MemoryConfig {
 	}
 	if m.URL == "" && f.URL == nil {
 		detail := fmt.Sprintf("%s is missing: the [memory] table needs the provider's base URL, e.g. url = \"http://127.0.0.1:8888\"", keyMemoryURL)
-		r.errs = append(r.errs, &keyError{keyMemoryURL, detail, fmt.Errorf("config %s: %s", r.path, detail)})
+		r.errs = append(r.errs, &KeyError{keyMemoryURL, detail, fmt.Errorf("config %s: %s", r.path, detail)})
 	}
 	if m.Bank == "" {
 		r.fileErr(keyMemoryBank, `""`)
 	}
 	for prefix, bank := range f.Banks {
-		k := key{"memory.banks", prefix, "", "an absolute path prefix mapped to a non-empty bank name", nil}
+		k := Key{"memory.banks", prefix, "", "an absolute path prefix mapped to a non-empty bank name", nil}
 		if !filepath.IsAbs(prefix) || strings.TrimSpace(bank) == "" {
 			r.fileErr(k, strconv.Quote(bank))
 			continue

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"os"
@@ -31,7 +31,7 @@ func writeConfig(t *testing.T, text string) string {
 // load reads text as an explicitly named config.toml under e.
 func load(t *testing.T, text string, e env) (Config, error) {
 	t.Helper()
-	return LoadConfig(writeConfig(t, text), true, e.get)
+	return Load(writeConfig(t, text), true, e.get)
 }
 
 func wantDefaults() Config {
@@ -57,14 +57,14 @@ func wantDefaults() Config {
 func TestConfigDefaultsWhenFileMissing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	path, explicit, err := ConfigPath("", env{}.get, dir)
+	path, explicit, err := Path("", env{}.get, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := filepath.Join(dir, "smarter-compact", "config.toml"); path != want || explicit {
 		t.Fatalf("ConfigPath = %q, %v; want %q, false", path, explicit, want)
 	}
-	got, err := LoadConfig(path, explicit, env{}.get)
+	got, err := Load(path, explicit, env{}.get)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestConfigPathPrecedence(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, explicit, err := ConfigPath(tt.flag, tt.env.get, tt.configDir)
+			got, explicit, err := Path(tt.flag, tt.env.get, tt.configDir)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want one mentioning %q", err, tt.wantErr)
@@ -113,7 +113,7 @@ func TestConfigPathPrecedence(t *testing.T) {
 func TestConfigExplicitPathMustExist(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "typo.toml")
-	_, err := LoadConfig(path, true, env{}.get)
+	_, err := Load(path, true, env{}.get)
 	if err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("err = %v, want one naming %s", err, path)
 	}
@@ -152,7 +152,7 @@ codex = "https://chatgpt.example/backend-api/codex"
 func TestConfigFileValues(t *testing.T) {
 	t.Parallel()
 	path := writeConfig(t, fullFile)
-	got, err := LoadConfig(path, true, env{}.get)
+	got, err := Load(path, true, env{}.get)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestConfigAgents(t *testing.T) {
 func TestConfigUnknownKey(t *testing.T) {
 	t.Parallel()
 	path := writeConfig(t, "[context_proxy]\nport = 4100\nprot = 4200\n\n[context_proxy.agents]\ncursor = true\n")
-	_, err := LoadConfig(path, true, env{}.get)
+	_, err := Load(path, true, env{}.get)
 	if err == nil {
 		t.Fatal("want an error for unknown keys")
 	}
@@ -311,7 +311,7 @@ func TestConfigUnknownKey(t *testing.T) {
 func TestConfigSyntaxError(t *testing.T) {
 	t.Parallel()
 	path := writeConfig(t, "[context_proxy\nport = 1\n")
-	_, err := LoadConfig(path, true, env{}.get)
+	_, err := Load(path, true, env{}.get)
 	if err == nil || !strings.Contains(err.Error(), path+":1:") {
 		t.Fatalf("err = %v, want one naming %s and line 1", err, path)
 	}
@@ -364,7 +364,7 @@ func TestConfigBadValues(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			path := writeConfig(t, tt.file+"\n")
-			_, err := LoadConfig(path, true, tt.env.get)
+			_, err := Load(path, true, tt.env.get)
 			if err == nil {
 				t.Fatal("want an error")
 			}
@@ -419,7 +419,7 @@ func TestConfigFallbacks(t *testing.T) {
 	}
 }
 
-// TestConfigKeysMatchFile keeps allKeys (used for type errors) in step with fileConfig: every
+// TestConfigKeysMatchFile keeps AllKeys (used for type errors) in step with File: every
 // leaf of the TOML struct has a key, and every key a leaf.
 func TestConfigKeysMatchFile(t *testing.T) {
 	t.Parallel()
@@ -447,11 +447,11 @@ func TestConfigKeysMatchFile(t *testing.T) {
 			leaves = append(leaves, name)
 		}
 	}
-	walk("", reflect.TypeFor[fileConfig]())
+	walk("", reflect.TypeFor[File]())
 	var keys []string
-	for _, k := range allKeys {
-		keys = append(keys, k.section+"."+k.name)
-		if _, ok := lookupKey(strings.Split(k.section+"."+k.name, ".")); !ok {
+	for _, k := range AllKeys {
+		keys = append(keys, k.Section+"."+k.Name)
+		if _, ok := lookupKey(strings.Split(k.Section+"."+k.Name, ".")); !ok {
 			t.Errorf("lookupKey does not find %s", k)
 		}
 	}
@@ -477,7 +477,7 @@ func TestConfigEveryErrorAtOnce(t *testing.T) {
 		"[context_store]\n" +
 		"ttl_dayz = 3\n" // 9: unknown
 	path := writeConfig(t, text)
-	_, err := LoadConfig(path, true, env{}.get)
+	_, err := Load(path, true, env{}.get)
 	if err == nil {
 		t.Fatal("want an error")
 	}

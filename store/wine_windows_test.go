@@ -10,4 +10,6 @@ package store
 import "golang.org/x/sys/windows"
 
 // Under wine, ntdll exports wine_get_version; Windows' does not.
-func init() { underWine = windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version").Find() == nil }
+func init() {
+	underWine = windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version").Find() == nil
+}

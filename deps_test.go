@@ -32,6 +32,7 @@ var importRules = map[string][]string{
 	"store":                      {},
 	"store/embedding":            {"store"},
 	"store/storetest":            {"store"},
+	"store/storetest/wine":       {}, // test-only: the wine delete fallback of .ci/test-windows
 	"store/savings":              {"store"},
 	"proxy":                      {"store"},
 	"proxy/config":               {"proxy", "proxy/memory", "store/savings"},
@@ -39,6 +40,7 @@ var importRules = map[string][]string{
 	"proxy/memory":               {},
 	"proxy/memory/fakehindsight": {},
 	"mcp":                        {"store", "store/embedding"},
+	"mcp/mcptest":                {"store"},
 	"web":                        {"store", "store/savings", "assets"},
 	"installer":                  {},
 	"assets":                     {},

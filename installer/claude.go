@@ -108,14 +108,7 @@ func (a ClaudeCode) Plan(env Env) (*AgentPlan, error) {
 }
 
 func (a ClaudeCode) planSettings(env Env, plan *AgentPlan) (FileEdit, error) {
-	cur, err := readCurrent(claudeSettingsPath(env))
-	if err != nil {
-		return FileEdit{}, err
-	}
-	if err := strictJSON(cur.path, cur.before); err != nil {
-		return FileEdit{}, err
-	}
-	doc, err := parseJSONFile(cur)
+	cur, doc, err := readClaudeJSON(claudeSettingsPath(env))
 	if err != nil {
 		return FileEdit{}, err
 	}
@@ -146,14 +139,7 @@ func (a ClaudeCode) planSettings(env Env, plan *AgentPlan) (FileEdit, error) {
 // planState adds the stdio MCP server to ~/.claude.json (user scope: every project sees
 // it). The file is Claude Code's own state and large; only our key changes.
 func (a ClaudeCode) planState(env Env) (FileEdit, error) {
-	cur, err := readCurrent(claudeStatePath(env))
-	if err != nil {
-		return FileEdit{}, err
-	}
-	if err := strictJSON(cur.path, cur.before); err != nil {
-		return FileEdit{}, err
-	}
-	doc, err := parseJSONFile(cur)
+	cur, doc, err := readClaudeJSON(claudeStatePath(env))
 	if err != nil {
 		return FileEdit{}, err
 	}
@@ -351,6 +337,23 @@ func unwireClaudeState(state current, plan *AgentPlan) error {
 // ErrJSONC is wrapped by strictJSON's error: a Claude Code file with comments or trailing
 // commas, which Claude Code does not read.
 var ErrJSONC = errors.New("comments or trailing commas (JSONC), which Claude Code does not accept")
+
+// readClaudeJSON reads one of Claude Code's JSON files (absent reads as empty) and parses
+// it for editing; a file that is not strict JSON (strictJSON) is an error naming it.
+func readClaudeJSON(path string) (current, *JSONDoc, error) {
+	cur, err := readCurrent(path)
+	if err != nil {
+		return current{}, nil, err
+	}
+	if err := strictJSON(cur.path, cur.before); err != nil {
+		return current{}, nil, err
+	}
+	doc, err := parseJSONFile(cur)
+	if err != nil {
+		return current{}, nil, err
+	}
+	return cur, doc, nil
+}
 
 // strictJSON returns nil when b is absent, blank, strict JSON, or not even JSONC (the edit
 // engine's parse error names the line then). For JSONC it returns an error wrapping

@@ -4,51 +4,20 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/client"
-	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/smarter-compact/smarter-compact/mcp/mcptest"
 )
 
 // checkToolList asserts the four tools with all four hints set to a read-only, closed-world
 // tool (mcp-go's defaults would say destructive and open-world).
 func checkToolList(t *testing.T, c *client.Client) {
 	t.Helper()
-	res, err := c.ListTools(t.Context(), mcpgo.ListToolsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tool := range res.Tools {
-		names = append(names, tool.Name)
-		a := tool.Annotations
-		if a.ReadOnlyHint == nil || !*a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint ||
-			a.IdempotentHint == nil || !*a.IdempotentHint || a.OpenWorldHint == nil || *a.OpenWorldHint {
-			t.Errorf("%s annotations %+v: want readOnly, not destructive, idempotent, closed-world, all set", tool.Name, a)
-		}
-		if tool.Description == "" {
-			t.Errorf("%s has no description", tool.Name)
-		}
-	}
-	slices.Sort(names)
-	if want := []string{ToolStatus, ToolGet, ToolSearch, ToolSQL}; !slices.Equal(names, want) {
-		t.Errorf("tools %v, want %v", names, want)
-	}
-	for _, tool := range res.Tools {
-		switch tool.Name {
-		case ToolSearch:
-			if !strings.Contains(tool.Description, `"pattern": "KEY-7 = 0x[0-9a-f]+"`) {
-				t.Errorf("search description lacks the exact-value pattern example")
-			}
-		case ToolSQL:
-			if !strings.Contains(tool.Description, "m.role = 'tool' AND m.kind = 'tool_result'") {
-				t.Errorf("sql description lacks the count-the-original-once example")
-			}
-		}
-	}
+	mcptest.CheckToolList(t, c, []string{ToolStatus, ToolGet, ToolSearch, ToolSQL}, ToolSearch, ToolSQL)
 }
 
 func TestToolListHTTP(t *testing.T) {

@@ -1,8 +1,6 @@
 package mcp
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -11,8 +9,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/smarter-compact/smarter-compact/mcp/mcptest"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/store/embedding"
 	"github.com/smarter-compact/smarter-compact/store/storetest"
@@ -113,50 +111,14 @@ func httpClient(t *testing.T, srv *Server) *client.Client {
 	return c
 }
 
-func initialize(t *testing.T, c *client.Client) {
-	t.Helper()
-	req := mcpgo.InitializeRequest{}
-	req.Params.ClientInfo = mcpgo.Implementation{Name: "smarter-compact-test", Version: "1"}
-	if _, err := c.Initialize(t.Context(), req); err != nil {
-		t.Fatalf("initialize: %v", err)
-	}
-}
-
-// call runs one tool and returns its text and isError; a JSON-RPC error fails the test.
-func call(t *testing.T, c *client.Client, tool string, args map[string]any) (string, bool) {
-	t.Helper()
-	req := mcpgo.CallToolRequest{}
-	req.Params.Name = tool
-	req.Params.Arguments = args
-	res, err := c.CallTool(t.Context(), req)
-	if err != nil {
-		t.Fatalf("%s %v: %v", tool, args, err)
-	}
-	var texts []string
-	for _, c := range res.Content {
-		tc, ok := c.(mcpgo.TextContent)
-		if !ok {
-			t.Fatalf("%s: content %T, want text", tool, c)
-		}
-		texts = append(texts, tc.Text)
-	}
-	if len(texts) != 1 {
-		t.Fatalf("%s: %d content items, want 1", tool, len(texts))
-	}
-	return texts[0], res.IsError
-}
-
-// callJSON runs a tool that must succeed and decodes its JSON answer into v.
-func callJSON(t *testing.T, c *client.Client, tool string, args map[string]any, v any) {
-	t.Helper()
-	text, isErr := call(t, c, tool, args)
-	if isErr {
-		t.Fatalf("%s %v: isError: %s", tool, args, text)
-	}
-	if err := json.Unmarshal([]byte(text), v); err != nil {
-		t.Fatalf("%s: answer is not JSON: %v\n%s", tool, err, text)
-	}
-}
+// The MCP client helpers shared with the end-to-end tests (mcp/mcptest).
+var (
+	initialize    = mcptest.Initialize
+	call          = mcptest.Call
+	callJSON      = mcptest.CallJSON
+	readerMissing = mcptest.ReaderMissing
+	telemetry     = mcptest.Telemetry
+)
 
 // callError runs a tool that must answer isError and returns the message.
 func callError(t *testing.T, c *client.Client, tool string, args map[string]any) string {
@@ -196,32 +158,4 @@ func needReader(t *testing.T) {
 	if msg := readerMissing(); msg != "" {
 		t.Skipf("store read side not implemented yet (%s): this test runs once it lands", msg)
 	}
-}
-
-func readerMissing() (msg string) {
-	defer func() {
-		if r := recover(); r != nil {
-			msg = fmt.Sprint("store.CheckSelect panicked: ", r)
-		}
-	}()
-	_ = store.CheckSelect("SELECT 1")
-	return ""
-}
-
-// telemetry reads tool-calls.jsonl as decoded lines.
-func telemetry(t *testing.T, dir string) []map[string]any {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, telemetryFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSuffix(string(b), "\n"), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("tool-calls.jsonl line %q: %v", line, err)
-		}
-		out = append(out, m)
-	}
-	return out
 }

@@ -2,38 +2,14 @@
 
 package store
 
-// Built only by .ci/test-windows (tag winetest, -ldflags=-checklinkname=0), for the run
-// under wine: wine 8 answers NOT_IMPLEMENTED to FileDispositionInformationEx, which Go's
-// os.RemoveAll falls back from only on the codes Windows itself uses, so every RemoveAll
-// (t.TempDir's cleanup too) fails with "Invalid function". Under wine, detected at run time,
-// this switches on Go's own fallback (FileDispositionInfo, what Windows before 10 1607
-// gets). Real Windows is left alone.
+// Built only by .ci/test-windows (tag winetest): underWine lets the tests allow for wine's
+// slower file system. The delete fallback wine needs comes from store/storetest/wine, which
+// wine_fallback_windows_test.go (package store_test, in the same test binary) imports: this
+// package's own files import nothing of ours (TestImportsNothingOfOurs).
 
-import (
-	"fmt"
-	"os"
-	"unsafe" // go:linkname, and wine_get_version's string
+import "golang.org/x/sys/windows"
 
-	"golang.org/x/sys/windows"
-)
-
-//go:linkname deleteatFallback internal/syscall/windows.TestDeleteatFallback
-var deleteatFallback bool
-
+// Under wine, ntdll exports wine_get_version; Windows' does not.
 func init() {
-	if v := wineVersion(); v != "" {
-		deleteatFallback = true
-		underWine = true
-		fmt.Fprintf(os.Stderr, "wine %s: os.RemoveAll uses Go's fallback delete (wine lacks FileDispositionInformationEx)\n", v)
-	}
-}
-
-// wineVersion is wine's version (ntdll's wine_get_version), "" on Windows.
-func wineVersion() string {
-	p := windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version")
-	if p.Find() != nil {
-		return ""
-	}
-	r, _, _ := p.Call()
-	return windows.BytePtrToString(*(**byte)(unsafe.Pointer(&r))) // a C string in ntdll
+	underWine = windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version").Find() == nil
 }

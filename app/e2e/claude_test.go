@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -52,15 +51,7 @@ var e2eTurns = []e2eTurn{
 // message with the trimmed ones out of context.
 func TestE2EClaudeCodeTrims(t *testing.T) {
 	claude := findCLI(t, envClaude, "claude", "@anthropic-ai/claude-code@"+claudeVersion)
-	ver := exec.Command(claude, "--version")
-	ver.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TERM=dumb"}
-	if out, err := ver.Output(); err != nil {
-		t.Fatalf("%s --version: %v", claude, err)
-	} else if v := strings.TrimSpace(string(out)); !strings.HasPrefix(v, claudeVersion+" ") {
-		t.Logf("Claude Code %s; this test was written against %s (research/clients.md)", v, claudeVersion)
-	} else {
-		t.Logf("Claude Code %s at %s", v, claude)
-	}
+	logCLIVersion(t, "Claude Code", claude, claudeVersion)
 	bin := buildBinary(t)
 	for _, tc := range []struct {
 		model string
@@ -77,26 +68,31 @@ func TestE2EClaudeCodeTrims(t *testing.T) {
 	}
 }
 
-func testClaudeCodeSession(t *testing.T, claude, bin, model string, modelArgs []string) {
+// runClaudeScript runs the real Claude Code (claude) through serve (bin) for the three turns
+// of e2eTurns, one `claude -p` per turn (--continue after the first) with extraArgs, against
+// the strict fake answering with a script over a fresh working directory, trim_at_tokens =
+// trimAtTokens. It fails the test at the first turn that fails or does not print the fake's
+// final text, and returns the rig, the runs and the time all turns took.
+func runClaudeScript(t *testing.T, claude, bin string, extraArgs ...string) (fake *fakeupstream.Server, srv *serveProc, tp *tap, runs []agentRun, took time.Duration) {
+	t.Helper()
 	work := filepath.Join(t.TempDir(), "work")
 	home := filepath.Join(t.TempDir(), "home")
 	makeDirs(t, work, home)
 	sc := &script{dir: filepath.Join(work, "data")}
 	sc.writeFiles(t)
 
-	fake, srv, tp := startRig(t, bin, sc.reply, func(fakeURL string) []string {
+	fake, srv, tp = startRig(t, bin, sc.reply, func(fakeURL string) []string {
 		return []string{"SMARTER_COMPACT_UPSTREAM_ANTHROPIC=" + fakeURL, "CONTEXT_TRIM_AT_TOKENS=" + strconv.Itoa(trimAtTokens)}
 	})
 
 	env := claudeEnv(home, tp.URL)
-	var runs []agentRun
 	start := time.Now()
 	for i, turn := range e2eTurns {
 		args := []string{"-p", turn.prompt, "--allowedTools", "Bash"}
 		if i > 0 {
 			args = append(args, "--continue")
 		}
-		args = append(args, modelArgs...)
+		args = append(args, extraArgs...)
 		run := runAgent(t, 3*time.Minute, claude, work, env, args...)
 		runs = append(runs, run)
 		if run.err != nil {
@@ -106,7 +102,11 @@ func testClaudeCodeSession(t *testing.T, claude, bin, model string, modelArgs []
 			t.Fatalf("turn %d: claude did not print the fake's final text %q:\n%s\n%s", i+1, want, run, diagnose(fake, srv))
 		}
 	}
-	took := time.Since(start)
+	return fake, srv, tp, runs, time.Since(start)
+}
+
+func testClaudeCodeSession(t *testing.T, claude, bin, model string, modelArgs []string) {
+	fake, srv, tp, runs, took := runClaudeScript(t, claude, bin, modelArgs...)
 	if err := srv.stop(); err != nil { // closes the session database cleanly before we read it
 		t.Fatalf("%v\n%s", err, srv.log)
 	}
@@ -226,7 +226,7 @@ func testClaudeCodeSession(t *testing.T, claude, bin, model string, modelArgs []
 				t.Errorf("turn %d step %d: %d tool_result rows hold %q, want 1", i+1, s, len(got), mark)
 				continue
 			}
-			if want := sc.tool(s); got[0] != want {
+			if want := stepTool(s); got[0] != want {
 				t.Errorf("turn %d step %d: tool_result row named %q, want %q", i+1, s, got[0], want)
 			}
 			inLast := strings.Contains(last.raw, mark)
@@ -340,8 +340,8 @@ func (sc *script) file(turn, step int) string {
 	return filepath.Join(sc.dir, fmt.Sprintf("t%d-s%d.txt", turn, step))
 }
 
-// tool is the tool a step calls: Bash on odd steps, Read on even ones.
-func (sc *script) tool(step int) string {
+// stepTool is the tool a step of the script calls: Bash on odd steps, Read on even ones.
+func stepTool(step int) string {
 	if step%2 == 1 {
 		return "Bash"
 	}
@@ -392,7 +392,7 @@ func (sc *script) reply(req *fakeupstream.Request) fakeupstream.Reply {
 	}
 	path := sc.file(turn, step)
 	blocks = append(blocks, fakeupstream.Text(fmt.Sprintf("Reading file %d of batch %d.", step, turn)))
-	if sc.tool(step) == "Bash" {
+	if stepTool(step) == "Bash" {
 		blocks = append(blocks, fakeupstream.ToolUse("Bash", map[string]any{"command": "cat " + path, "description": "Show data file"}))
 	} else {
 		blocks = append(blocks, fakeupstream.ToolUse("Read", map[string]any{"file_path": path}))

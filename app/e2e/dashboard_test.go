@@ -228,15 +228,8 @@ func TestE2EDashboard(t *testing.T) {
 	if err := os.WriteFile(configPath, []byte(dashConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fake := fakeupstream.Start(t, fakeupstream.Options{Reply: dashReply, APIKey: "dummy-key"})
-	srv := startServe(t, bin,
-		"SMARTER_COMPACT_CONFIG="+configPath, // after the rig's empty one: the last value wins
-		"SMARTER_COMPACT_UPSTREAM_ANTHROPIC="+fake.URL)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("serve log:\n%s", srv.log)
-		}
-	})
+	fake, srv := serveWithFake(t, bin, dashReply,
+		"SMARTER_COMPACT_CONFIG="+configPath) // after the rig's empty one: the last value wins
 
 	// 1. Seed: a session whose turn 2 (the value, a tool call, a long listing) is trimmed.
 	s := &claudeSession{t: t, base: srv.url() + "/claude-code", sid: dashSID}
@@ -281,21 +274,7 @@ func TestE2EDashboard(t *testing.T) {
 	}
 
 	// The browser.
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium),
-		chromedp.NoSandbox, // CI runs as root
-		chromedp.DisableGPU,
-		chromedp.WindowSize(1280, 800),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil { // starts the browser, with no deadline
-		t.Fatalf("start %s: %v", chromium, err)
-	}
-	b := &dashBrowser{t: t, ctx: bctx, base: srv.url(), shots: shots}
-	b.watchConsole()
+	b := openBrowser(t, chromium, srv.url(), shots)
 	// The window of a headless Chromium has room for its toolbars: the page gets 1280×800
 	// only with the viewport set.
 	b.do("viewport 1280×800", chromedp.EmulateViewport(1280, 800))

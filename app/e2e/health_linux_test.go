@@ -42,11 +42,7 @@ func TestE2EHealthDiskFull(t *testing.T) {
 	fake := fakeupstream.Start(t, fakeupstream.Options{Reply: dashReply, APIKey: "dummy-key"})
 	srv := launchServe(t, bin, dir, []string{"serve", "--no-tray"}, []string{"SMARTER_COMPACT_CONFIG=" + config},
 		[]string{"SMARTER_COMPACT_UPSTREAM_ANTHROPIC=" + fake.URL})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("serve log:\n%s", srv.log)
-		}
-	})
+	logServeOnFailure(t, srv)
 	tokenFile := filepath.Join(dir, "home", ".config", "smarter-compact", "api-token")
 	const sid = "e2e-health-full"
 	if code := postClaude(t, srv.url(), sid, healthBody(sid, "with room")); code != http.StatusOK {

@@ -10,7 +10,6 @@ package e2e_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -100,11 +99,7 @@ func TestE2EHealthUpstreamStopped(t *testing.T) {
 	up := httptest.NewServer(fake)
 	defer up.Close()
 	srv := startServe(t, bin, "SMARTER_COMPACT_UPSTREAM_ANTHROPIC="+up.URL)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("serve log:\n%s", srv.log)
-		}
-	})
+	logServeOnFailure(t, srv)
 	home := filepath.Join(filepath.Dir(srv.stateDir), "home")
 	tokenFile := filepath.Join(home, ".config", "smarter-compact", "api-token")
 	const sid = "e2e-health-upstream"
@@ -112,16 +107,7 @@ func TestE2EHealthUpstreamStopped(t *testing.T) {
 		t.Fatalf("with the upstream up: %d", code)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 800))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start %s: %v", chromium, err)
-	}
-	b := &dashBrowser{t: t, ctx: bctx, base: srv.url(), shots: shots}
-	b.watchConsole()
+	b := openBrowser(t, chromium, srv.url(), shots)
 	b.do("viewport 1280×800", chromedp.EmulateViewport(1280, 800))
 	b.at("overview, upstream up")
 	b.do("load the overview", chromedp.Navigate(srv.url()+"/"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="health"]`)))

@@ -15,16 +15,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
-	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/smarter-compact/smarter-compact/mcp"
+	"github.com/smarter-compact/smarter-compact/mcp/mcptest"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/store/storetest"
 )
@@ -115,7 +114,7 @@ func TestBinaryStdio(t *testing.T) {
 		if got := fmt.Sprint(answered[5]["result"]); !strings.Contains(got, "isError:true") {
 			t.Errorf("bad id answer %s, want isError", got)
 		}
-		if readerMissing() == "" {
+		if mcptest.ReaderMissing() == "" {
 			if got := fmt.Sprint(answered[4]["result"]); !strings.Contains(got, `"sessions_searched":["S"]`) {
 				t.Errorf("search answer %s; want session S found from the workspace", got)
 			}
@@ -134,17 +133,17 @@ func TestBinaryStdio(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		initialize(t, c)
-		checkToolList(t, c)
+		mcptest.Initialize(t, c)
+		mcptest.CheckToolList(t, c, []string{mcp.ToolStatus, mcp.ToolGet, mcp.ToolSearch, mcp.ToolSQL}, mcp.ToolSearch, mcp.ToolSQL)
 		var page map[string]any
-		callJSON(t, c, mcp.ToolGet, map[string]any{"id": blob}, &page)
+		mcptest.CallJSON(t, c, mcp.ToolGet, map[string]any{"id": blob}, &page)
 		if page["text"] != "binary blob" {
 			t.Errorf("page %v", page)
 		}
 	})
 
 	// Both runs appended to the same tool-calls.jsonl.
-	if n := len(telemetry(t, r.dir)); n < 4 {
+	if n := len(mcptest.Telemetry(t, r.dir)); n < 4 {
 		t.Errorf("tool-calls.jsonl has %d lines, want at least 4", n)
 	}
 }
@@ -232,108 +231,4 @@ func standardSession(secret string) []storetest.Row {
 		{Role: "tool", Kind: "tool_result", Name: "Bash", Text: "line one\n" + secret + "\nERROR disk full\nERROR disk full again", Trimmed: true, Blob: true},
 		{Role: "user", Kind: "text", Text: "What was the value?"},
 	}
-}
-
-func initialize(t *testing.T, c *client.Client) {
-	t.Helper()
-	req := mcpgo.InitializeRequest{}
-	req.Params.ClientInfo = mcpgo.Implementation{Name: "smarter-compact-test", Version: "1"}
-	if _, err := c.Initialize(t.Context(), req); err != nil {
-		t.Fatalf("initialize: %v", err)
-	}
-}
-
-// callJSON runs a tool that must succeed and decodes its JSON answer into v.
-func callJSON(t *testing.T, c *client.Client, tool string, args map[string]any, v any) {
-	t.Helper()
-	req := mcpgo.CallToolRequest{}
-	req.Params.Name = tool
-	req.Params.Arguments = args
-	res, err := c.CallTool(t.Context(), req)
-	if err != nil {
-		t.Fatalf("%s %v: %v", tool, args, err)
-	}
-	var texts []string
-	for _, c := range res.Content {
-		tc, ok := c.(mcpgo.TextContent)
-		if !ok {
-			t.Fatalf("%s: content %T, want text", tool, c)
-		}
-		texts = append(texts, tc.Text)
-	}
-	if len(texts) != 1 {
-		t.Fatalf("%s: %d content items, want 1", tool, len(texts))
-	}
-	if res.IsError {
-		t.Fatalf("%s %v: isError: %s", tool, args, texts[0])
-	}
-	if err := json.Unmarshal([]byte(texts[0]), v); err != nil {
-		t.Fatalf("%s: answer is not JSON: %v\n%s", tool, err, texts[0])
-	}
-}
-
-// checkToolList checks the four tools and their annotations and examples.
-func checkToolList(t *testing.T, c *client.Client) {
-	t.Helper()
-	res, err := c.ListTools(t.Context(), mcpgo.ListToolsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tool := range res.Tools {
-		names = append(names, tool.Name)
-		a := tool.Annotations
-		if a.ReadOnlyHint == nil || !*a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint ||
-			a.IdempotentHint == nil || !*a.IdempotentHint || a.OpenWorldHint == nil || *a.OpenWorldHint {
-			t.Errorf("%s annotations %+v: want readOnly, not destructive, idempotent, closed-world, all set", tool.Name, a)
-		}
-		if tool.Description == "" {
-			t.Errorf("%s has no description", tool.Name)
-		}
-	}
-	slices.Sort(names)
-	if want := []string{mcp.ToolStatus, mcp.ToolGet, mcp.ToolSearch, mcp.ToolSQL}; !slices.Equal(names, want) {
-		t.Errorf("tools %v, want %v", names, want)
-	}
-	for _, tool := range res.Tools {
-		switch tool.Name {
-		case mcp.ToolSearch:
-			if !strings.Contains(tool.Description, `"pattern": "KEY-7 = 0x[0-9a-f]+"`) {
-				t.Errorf("search description lacks the exact-value pattern example")
-			}
-		case mcp.ToolSQL:
-			if !strings.Contains(tool.Description, "m.role = 'tool' AND m.kind = 'tool_result'") {
-				t.Errorf("sql description lacks the count-the-original-once example")
-			}
-		}
-	}
-}
-
-// readerMissing returns why the store's read side cannot run ("" when it can).
-func readerMissing() (msg string) {
-	defer func() {
-		if r := recover(); r != nil {
-			msg = fmt.Sprint("store.CheckSelect panicked: ", r)
-		}
-	}()
-	_ = store.CheckSelect("SELECT 1")
-	return ""
-}
-
-// telemetry reads the context root's tool-calls.jsonl as decoded lines.
-func telemetry(t *testing.T, dir string) []map[string]any {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "tool-calls.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSuffix(string(b), "\n"), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("tool-calls.jsonl line %q: %v", line, err)
-		}
-		out = append(out, m)
-	}
-	return out
 }

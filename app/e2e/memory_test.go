@@ -5,7 +5,6 @@ package e2e_test
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,13 +35,7 @@ const (
 // accepts every request (issue 17).
 func TestE2EClaudeCodeRecallOnTrim(t *testing.T) {
 	claude := findCLI(t, envClaude, "claude", "@anthropic-ai/claude-code@"+claudeVersion)
-	ver := exec.Command(claude, "--version")
-	ver.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TERM=dumb"}
-	if out, err := ver.Output(); err != nil {
-		t.Fatalf("%s --version: %v", claude, err)
-	} else {
-		t.Logf("Claude Code %s at %s", strings.TrimSpace(string(out)), claude)
-	}
+	logCLIVersion(t, "Claude Code", claude, claudeVersion)
 	bin := buildBinary(t)
 
 	hs := fakehindsight.Start(t, fakehindsight.Options{APIKey: "hs-secret", Pending: 1,

@@ -10,7 +10,6 @@ package e2e_test
 // Screenshots at 1280 and 420 pixels of the empty overview, the wire page and a session page.
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,8 +19,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 )
 
 const (
@@ -34,13 +31,7 @@ func TestE2EOnboarding(t *testing.T) {
 	chromium := findChromium(t)
 	shots := artifactDir(t, "onboarding")
 	bin := buildBinary(t)
-	fake := fakeupstream.Start(t, fakeupstream.Options{Reply: dashReply, APIKey: "dummy-key"})
-	srv := startServe(t, bin, "SMARTER_COMPACT_UPSTREAM_ANTHROPIC="+fake.URL)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("serve log:\n%s", srv.log)
-		}
-	})
+	fake, srv := serveWithFake(t, bin, dashReply)
 	home := filepath.Join(filepath.Dir(srv.stateDir), "home")
 	files := map[string]string{
 		filepath.Join(home, ".claude", "settings.json"): "{\n  \"model\": \"opus\",\n  \"permissions\": {\"allow\": [\"Bash(ls:*)\"]}\n}\n",
@@ -70,17 +61,7 @@ func TestE2EOnboarding(t *testing.T) {
 	}
 	cliDiff := string(out)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 800))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start %s: %v", chromium, err)
-	}
-	b := &dashBrowser{t: t, ctx: bctx, base: srv.url(), shots: shots}
-	b.watchConsole()
+	b := openBrowser(t, chromium, srv.url(), shots)
 	// shots saves the page at 1280 and at 420 pixels wide; at 420 nothing may stick out.
 	both := func(name string) {
 		t.Helper()

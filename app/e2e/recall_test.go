@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -56,13 +55,7 @@ func recallFinal(value string) string { return "E2E recall done: the vault code 
 // through that tool result and nowhere else.
 func TestE2EClaudeCodeRecalls(t *testing.T) {
 	claude := findCLI(t, envClaude, "claude", "@anthropic-ai/claude-code@"+claudeVersion)
-	ver := exec.Command(claude, "--version")
-	ver.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TERM=dumb"}
-	if out, err := ver.Output(); err != nil {
-		t.Fatalf("%s --version: %v", claude, err)
-	} else {
-		t.Logf("Claude Code %s at %s", strings.TrimSpace(string(out)), claude)
-	}
+	logCLIVersion(t, "Claude Code", claude, claudeVersion)
 	bin := buildBinary(t)
 
 	work := filepath.Join(t.TempDir(), "work")

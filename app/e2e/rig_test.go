@@ -33,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	_ "github.com/mattn/go-sqlite3" // the session databases, opened read-only
 
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
@@ -538,6 +539,47 @@ func startRig(t *testing.T, bin string, reply func(*fakeupstream.Request) fakeup
 		}
 	})
 	return fake, srv, tp
+}
+
+// serveWithFake starts the strict fake upstream answering with reply (API key "dummy-key")
+// and the serve binary bin with the fake as its Anthropic upstream; env follows (a later
+// value of the same variable wins). serve's log is logged when the test fails.
+func serveWithFake(t *testing.T, bin string, reply func(*fakeupstream.Request) fakeupstream.Reply, env ...string) (*fakeupstream.Server, *serveProc) {
+	t.Helper()
+	fake := fakeupstream.Start(t, fakeupstream.Options{Reply: reply, APIKey: "dummy-key"})
+	srv := startServe(t, bin, append([]string{"SMARTER_COMPACT_UPSTREAM_ANTHROPIC=" + fake.URL}, env...)...)
+	logServeOnFailure(t, srv)
+	return fake, srv
+}
+
+// logServeOnFailure logs serve's output at cleanup when the test has failed.
+func logServeOnFailure(t *testing.T, srv *serveProc) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("serve log:\n%s", srv.log)
+		}
+	})
+}
+
+// openBrowser starts headless Chromium (the executable chromium; no sandbox, as CI runs as
+// root; no GPU; a 1280×800 window) with one tab on the dashboard at base, recording its
+// console; screenshots go to shots. The browser closes when the test ends. The window of a
+// headless Chromium has room for its toolbars: the page gets 1280×800 only with the viewport
+// set, which is the caller's step.
+func openBrowser(t *testing.T, chromium, base, shots string) *dashBrowser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 800))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancelBrowser)
+	if err := chromedp.Do(bctx); err != nil { // starts the browser, with no deadline
+		t.Fatalf("start %s: %v", chromium, err)
+	}
+	b := &dashBrowser{t: t, ctx: bctx, base: base, shots: shots}
+	b.watchConsole()
+	return b
 }
 
 // resumingAgent is an agent CLI that e2eTurns drives one run per turn, every run after the

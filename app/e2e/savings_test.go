@@ -3,7 +3,6 @@
 package e2e_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -37,25 +36,9 @@ func TestE2ESavings(t *testing.T) {
 	shots := artifactDir(t, "savings")
 	bin := buildBinary(t)
 
-	work := filepath.Join(t.TempDir(), "work")
-	home := filepath.Join(t.TempDir(), "home")
-	makeDirs(t, work, home)
-	sc := &script{dir: filepath.Join(work, "data")}
-	sc.writeFiles(t)
-	fake, srv, tp := startRig(t, bin, sc.reply, func(fakeURL string) []string {
-		return []string{"SMARTER_COMPACT_UPSTREAM_ANTHROPIC=" + fakeURL, "CONTEXT_TRIM_AT_TOKENS=" + strconv.Itoa(trimAtTokens)}
-	})
-	env := claudeEnv(home, tp.URL)
-	for i, turn := range e2eTurns {
-		args := []string{"-p", turn.prompt, "--allowedTools", "Bash"}
-		if i > 0 {
-			args = append(args, "--continue")
-		}
-		run := runAgent(t, 3*time.Minute, claude, work, env, args...)
-		if run.err != nil {
-			t.Fatalf("turn %d: claude failed:\n%s\n%s", i+1, run, diagnose(fake, srv))
-		}
-	}
+	// The trimmed three-turn session of TestE2EClaudeCodeTrims (which also checks each
+	// turn's final text).
+	fake, srv, tp, _, _ := runClaudeScript(t, claude, bin)
 
 	// What the test computes itself, request by request.
 	recs := acceptedRequests(t, fake, srv)
@@ -150,16 +133,7 @@ func TestE2ESavings(t *testing.T) {
 		t.Fatalf("%s holds %d records after 10 s, want %d", recFile, strings.Count(string(b), "\n"), len(recs))
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 800))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start %s: %v", chromium, err)
-	}
-	b := &dashBrowser{t: t, ctx: bctx, base: srv.url(), shots: shots}
-	b.watchConsole()
+	b := openBrowser(t, chromium, srv.url(), shots)
 	b.do("viewport 1280×800", chromedp.EmulateViewport(1280, 800))
 	b.at("overview")
 	b.do("load the overview", chromedp.Navigate(srv.url()+"/"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="savings-today-saved"]`)))

@@ -146,29 +146,16 @@ func (o out) full() any {
 	}
 }
 
-// start is the block as content_block_start carries it (api-rules §2.1).
+// start is the block as content_block_start carries it (api-rules §2.1): full with the
+// text, thinking and signature empty and a tool call's input {}; redacted thinking whole.
 func (o out) start() any {
 	switch o.typ {
-	case "thinking":
-		return struct {
-			Type      string `json:"type"`
-			Thinking  string `json:"thinking"`
-			Signature string `json:"signature"`
-		}{o.typ, "", ""}
-	case "tool_use":
-		return struct {
-			Type  string   `json:"type"`
-			ID    string   `json:"id"`
-			Name  string   `json:"name"`
-			Input struct{} `json:"input"`
-		}{Type: o.typ, ID: o.id, Name: o.name}
 	case "redacted_thinking":
 		return o.full()
+	case "tool_use":
+		return out{typ: o.typ, id: o.id, name: o.name, input: json.RawMessage("{}")}.full()
 	default:
-		return struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}{o.typ, ""}
+		return out{typ: o.typ}.full()
 	}
 }
 

@@ -1,0 +1,9 @@
+//go:build windows && winetest
+
+package store_test
+
+// Built only by .ci/test-windows (tag winetest, -ldflags=-checklinkname=0): under wine,
+// detected at run time, os.RemoveAll takes Go's own fallback delete (store/storetest/wine)
+// for the whole test binary, the tests of package store included.
+
+import _ "github.com/smarter-compact/smarter-compact/store/storetest/wine"

@@ -142,11 +142,10 @@ func viewChars(req *request, msgs []*message, plan cutPlan, block string) int {
 // instruction placed per format (contract: placement), every other top-level member
 // untouched. family is the upstream ("codex" leaves Responses instructions alone).
 func render(req *request, msgs []*message, plan cutPlan, block string, instruction bool, family string) view {
-	out := make([]byte, 0, len(req.body)+len(block)+len(StandingInstruction)+256)
-	// room for the list, the pointer with its part wrapper and escapes, and the
-	// instruction as an item, so the list is allocated once
-	arr := make([]byte, 0, len(req.top[req.messagesAt].val)+len(block)+len(responsesInstructionJSON)+256)
-	arr = append(arr, '[')
+	// One allocation for the whole view: room for the body, the pointer with its part
+	// wrapper and escapes, and the instruction as a system block or an item. The list is
+	// written straight into it, not built apart and copied in.
+	out := make([]byte, 0, len(req.body)+len(block)+len(StandingInstruction)+len(responsesInstructionJSON)+512)
 	chars := len(req.system) + len(req.tools)
 	repl := map[int][]byte{}
 	addSystem := false
@@ -183,31 +182,33 @@ func render(req *request, msgs []*message, plan cutPlan, block string, instructi
 			}
 		}
 	}
-	n := 0
-	add := func(b []byte) {
-		if n > 0 {
-			arr = append(arr, ',')
+	list := func(arr []byte) []byte {
+		arr = append(arr, '[')
+		n := 0
+		add := func(b []byte) {
+			if n > 0 {
+				arr = append(arr, ',')
+			}
+			arr = append(arr, b...)
+			n++
 		}
-		arr = append(arr, b...)
-		n++
-	}
-	for i, m := range msgs {
-		if i == insertAt {
+		for i, m := range msgs {
+			if i == insertAt {
+				add(instructionItem(req.format))
+			}
+			b := messageView(req.format, msgs, plan, block, i)
+			if b == nil {
+				continue
+			}
+			add(b)
+			chars += len(b) - m.binaryAdjust + 1
+		}
+		if insertAt == len(msgs) {
 			add(instructionItem(req.format))
 		}
-		b := messageView(req.format, msgs, plan, block, i)
-		if b == nil {
-			continue
-		}
-		add(b)
-		chars += len(b) - m.binaryAdjust + 1
+		return append(arr, ']')
 	}
-	if insertAt == len(msgs) {
-		add(instructionItem(req.format))
-	}
-	arr = append(arr, ']')
-	repl[req.messagesAt] = arr
-	out = spliceObject(out, req.body, req.top, repl)
+	out = spliceObjectWith(out, req.body, req.top, repl, req.messagesAt, list)
 	if addSystem {
 		// an absent system becomes [block]: insert it before the closing brace
 		end := bytes.LastIndexByte(out, '}')

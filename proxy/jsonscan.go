@@ -354,3 +354,18 @@ func spliceObjectWith(dst, obj []byte, mem []member, repl map[int][]byte, at int
 	}
 	return append(dst, obj[last:]...)
 }
+
+// jsonList appends the elements of a JSON array to b, a comma before each but the first;
+// n counts them. The caller writes the brackets.
+type jsonList struct {
+	b []byte
+	n int
+}
+
+func (l *jsonList) add(v []byte) {
+	if l.n > 0 {
+		l.b = append(l.b, ',')
+	}
+	l.b = append(l.b, v...)
+	l.n++
+}

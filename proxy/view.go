@@ -10,16 +10,8 @@ import (
 // strip is set. Every other byte of the message is copied as it came. It returns nil when
 // the message would be left with no content.
 func renderContent(m *message, pointer string, strip bool) []byte {
-	content := make([]byte, 0, len(m.raw)+len(pointer)+64)
-	content = append(content, '[')
-	n := 0
-	add := func(b []byte) {
-		if n > 0 {
-			content = append(content, ',')
-		}
-		content = append(content, b...)
-		n++
-	}
+	l := jsonList{b: append(make([]byte, 0, len(m.raw)+len(pointer)+64), '[')}
+	add := l.add
 	// The pointer leads the turn, after any tool_result blocks, which must come first in a
 	// user message (api-rules §1.4).
 	lead := leadingResults(m)
@@ -48,10 +40,10 @@ func renderContent(m *message, pointer string, strip bool) []byte {
 	if pointer != "" && lead > 0 && lead == len(m.blocks) {
 		add(textBlockJSON(pointer))
 	}
-	if n == 0 {
+	if l.n == 0 {
 		return nil
 	}
-	content = append(content, ']')
+	content := append(l.b, ']')
 	return spliceObject(make([]byte, 0, len(m.raw)+len(content)), m.raw, m.members, map[int][]byte{m.contentAt: content})
 }
 
@@ -183,15 +175,8 @@ func render(req *request, msgs []*message, plan cutPlan, block string, instructi
 		}
 	}
 	list := func(arr []byte) []byte {
-		arr = append(arr, '[')
-		n := 0
-		add := func(b []byte) {
-			if n > 0 {
-				arr = append(arr, ',')
-			}
-			arr = append(arr, b...)
-			n++
-		}
+		l := jsonList{b: append(arr, '[')}
+		add := l.add
 		for i, m := range msgs {
 			if i == insertAt {
 				add(instructionItem(req.format))
@@ -206,7 +191,7 @@ func render(req *request, msgs []*message, plan cutPlan, block string, instructi
 		if insertAt == len(msgs) {
 			add(instructionItem(req.format))
 		}
-		return append(arr, ']')
+		return append(l.b, ']')
 	}
 	out = spliceObjectWith(out, req.body, req.top, repl, req.messagesAt, list)
 	if addSystem {

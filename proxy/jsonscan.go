@@ -331,15 +331,41 @@ func appendJSONString(dst []byte, s string) []byte {
 // member index); a nil replacement removes nothing and keeps the value. Every other byte
 // is copied as it came.
 func spliceObject(dst, obj []byte, mem []member, repl map[int][]byte) []byte {
+	return spliceObjectWith(dst, obj, mem, repl, -1, nil)
+}
+
+// spliceObjectWith is spliceObject where member at's value is written by fill, which
+// appends it to dst and returns the result, so a large value needs no buffer of its own.
+// at < 0 means no member is filled.
+func spliceObjectWith(dst, obj []byte, mem []member, repl map[int][]byte, at int, fill func([]byte) []byte) []byte {
 	last := 0
 	for i, m := range mem {
 		v, ok := repl[i]
-		if !ok {
+		if !ok && i != at {
 			continue
 		}
 		dst = append(dst, obj[last:m.vs]...)
-		dst = append(dst, v...)
+		if i == at {
+			dst = fill(dst)
+		} else {
+			dst = append(dst, v...)
+		}
 		last = m.vs + len(m.val)
 	}
 	return append(dst, obj[last:]...)
+}
+
+// jsonList appends the elements of a JSON array to b, a comma before each but the first;
+// n counts them. The caller writes the brackets.
+type jsonList struct {
+	b []byte
+	n int
+}
+
+func (l *jsonList) add(v []byte) {
+	if l.n > 0 {
+		l.b = append(l.b, ',')
+	}
+	l.b = append(l.b, v...)
+	l.n++
 }

@@ -10,16 +10,8 @@ import (
 // strip is set. Every other byte of the message is copied as it came. It returns nil when
 // the message would be left with no content.
 func renderContent(m *message, pointer string, strip bool) []byte {
-	content := make([]byte, 0, len(m.raw)+len(pointer)+64)
-	content = append(content, '[')
-	n := 0
-	add := func(b []byte) {
-		if n > 0 {
-			content = append(content, ',')
-		}
-		content = append(content, b...)
-		n++
-	}
+	l := jsonList{b: append(make([]byte, 0, len(m.raw)+len(pointer)+64), '[')}
+	add := l.add
 	// The pointer leads the turn, after any tool_result blocks, which must come first in a
 	// user message (api-rules §1.4).
 	lead := leadingResults(m)
@@ -48,10 +40,10 @@ func renderContent(m *message, pointer string, strip bool) []byte {
 	if pointer != "" && lead > 0 && lead == len(m.blocks) {
 		add(textBlockJSON(pointer))
 	}
-	if n == 0 {
+	if l.n == 0 {
 		return nil
 	}
-	content = append(content, ']')
+	content := append(l.b, ']')
 	return spliceObject(make([]byte, 0, len(m.raw)+len(content)), m.raw, m.members, map[int][]byte{m.contentAt: content})
 }
 
@@ -142,11 +134,10 @@ func viewChars(req *request, msgs []*message, plan cutPlan, block string) int {
 // instruction placed per format (contract: placement), every other top-level member
 // untouched. family is the upstream ("codex" leaves Responses instructions alone).
 func render(req *request, msgs []*message, plan cutPlan, block string, instruction bool, family string) view {
-	out := make([]byte, 0, len(req.body)+len(block)+len(StandingInstruction)+256)
-	// room for the list, the pointer with its part wrapper and escapes, and the
-	// instruction as an item, so the list is allocated once
-	arr := make([]byte, 0, len(req.top[req.messagesAt].val)+len(block)+len(responsesInstructionJSON)+256)
-	arr = append(arr, '[')
+	// One allocation for the whole view: room for the body, the pointer with its part
+	// wrapper and escapes, and the instruction as a system block or an item. The list is
+	// written straight into it, not built apart and copied in.
+	out := make([]byte, 0, len(req.body)+len(block)+len(StandingInstruction)+len(responsesInstructionJSON)+512)
 	chars := len(req.system) + len(req.tools)
 	repl := map[int][]byte{}
 	addSystem := false
@@ -183,31 +174,26 @@ func render(req *request, msgs []*message, plan cutPlan, block string, instructi
 			}
 		}
 	}
-	n := 0
-	add := func(b []byte) {
-		if n > 0 {
-			arr = append(arr, ',')
+	list := func(arr []byte) []byte {
+		l := jsonList{b: append(arr, '[')}
+		add := l.add
+		for i, m := range msgs {
+			if i == insertAt {
+				add(instructionItem(req.format))
+			}
+			b := messageView(req.format, msgs, plan, block, i)
+			if b == nil {
+				continue
+			}
+			add(b)
+			chars += len(b) - m.binaryAdjust + 1
 		}
-		arr = append(arr, b...)
-		n++
-	}
-	for i, m := range msgs {
-		if i == insertAt {
+		if insertAt == len(msgs) {
 			add(instructionItem(req.format))
 		}
-		b := messageView(req.format, msgs, plan, block, i)
-		if b == nil {
-			continue
-		}
-		add(b)
-		chars += len(b) - m.binaryAdjust + 1
+		return append(l.b, ']')
 	}
-	if insertAt == len(msgs) {
-		add(instructionItem(req.format))
-	}
-	arr = append(arr, ']')
-	repl[req.messagesAt] = arr
-	out = spliceObject(out, req.body, req.top, repl)
+	out = spliceObjectWith(out, req.body, req.top, repl, req.messagesAt, list)
 	if addSystem {
 		// an absent system becomes [block]: insert it before the closing brace
 		end := bytes.LastIndexByte(out, '}')

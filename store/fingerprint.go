@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -16,7 +18,8 @@ import (
 // digits of the SHA-256 of the canonical JSON of {"prev","role","kind","name","text"}, with name
 // null when empty. prev is the previous row's fingerprint, "" for the first row.
 func Fingerprint(prev, role, kind, name, text string) string {
-	b := make([]byte, 0, len(prev)+len(role)+len(kind)+len(name)+len(text)+64)
+	bp := fpBufs.Get().(*[]byte)
+	b := slices.Grow((*bp)[:0], len(prev)+len(role)+len(kind)+len(name)+len(text)+64)
 	b = append(b, `{"kind":`...)
 	b = appendJSString(b, kind)
 	b = append(b, `,"name":`...)
@@ -33,8 +36,19 @@ func Fingerprint(prev, role, kind, name, text string) string {
 	b = appendJSString(b, text)
 	b = append(b, '}')
 	sum := sha256.Sum256(b)
+	if cap(b) <= maxPooledFP {
+		*bp = b
+		fpBufs.Put(bp)
+	}
 	return hex.EncodeToString(sum[:16])
 }
+
+// fpBufs holds the canonical-JSON buffers Fingerprint hashes, so a row's text is not
+// copied into a fresh buffer per row; buffers above maxPooledFP bytes are left to the GC
+// so one huge row does not stay resident.
+var fpBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledFP = 1 << 20
 
 // CanonicalJSON encodes v as the fingerprint JSON (DESIGN.md §6): object keys sorted by code
 // point, no whitespace, UTF-8 kept raw, and strings escaped exactly as JavaScript's

@@ -52,11 +52,12 @@ func TestE2EFirstHour(t *testing.T) {
 	home := filepath.Join(root, "home")
 	work := filepath.Join(root, "work")
 	makeDirs(t, work, filepath.Join(home, ".claude"))
-	files := map[string]string{
-		filepath.Join(home, ".claude", "settings.json"): "{\n  \"env\": {\n    \"DISABLE_AUTOUPDATER\": \"1\"\n  }\n}\n",
-		filepath.Join(home, ".claude.json"):             "{\n  \"numStartups\": 1,\n  \"hasCompletedOnboarding\": true\n}\n",
-	}
-	for path, text := range files {
+	// The user's settings, which uninstall must give back byte for byte; ~/.claude.json is
+	// Claude Code's own state (it rewrites it every run), so only our MCP entry is checked there.
+	settings := filepath.Join(home, ".claude", "settings.json")
+	settingsText := "{\n  \"env\": {\n    \"DISABLE_AUTOUPDATER\": \"1\"\n  }\n}\n"
+	claudeJSON := filepath.Join(home, ".claude.json")
+	for path, text := range map[string]string{settings: settingsText, claudeJSON: "{\n  \"numStartups\": 1,\n  \"hasCompletedOnboarding\": true\n}\n"} {
 		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +114,7 @@ func TestE2EFirstHour(t *testing.T) {
 		if run.err != nil {
 			t.Fatalf("turn %d: claude failed:\n%s\n%s", i+1, run, diagnose(fake, srv))
 		}
-		if trims(t, srv) > 0 {
+		if trims(t, srv, home) > 0 {
 			trimmed = true
 			break
 		}
@@ -133,11 +134,16 @@ func TestE2EFirstHour(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("uninstall:\n%s", r)
 	}
-	for path, text := range files {
-		b, err := os.ReadFile(path)
-		if err != nil || string(b) != text {
-			t.Errorf("%s after uninstall (%v):\n%s\nbefore install:\n%s", path, err, b, text)
-		}
+	if b, err := os.ReadFile(settings); err != nil || string(b) != settingsText {
+		t.Errorf("~/.claude/settings.json after uninstall (%v):\n%s\nbefore install:\n%s", err, b, settingsText)
+	}
+	var state struct {
+		MCPServers map[string]any `json:"mcpServers"`
+	}
+	if b, err := os.ReadFile(claudeJSON); err != nil || json.Unmarshal(b, &state) != nil {
+		t.Errorf("~/.claude.json after uninstall: %v\n%s", err, b)
+	} else if state.MCPServers["smarter-compact"] != nil {
+		t.Errorf("~/.claude.json still has our MCP server: %v", state.MCPServers)
 	}
 }
 
@@ -154,10 +160,20 @@ func startPackagedServe(t *testing.T, bin, dir, home string, env ...string) *ser
 	return srv
 }
 
-// trims is today's trim count from serve's GET /api/status.
-func trims(t *testing.T, srv *serveProc) int64 {
+// trims is today's trim count from serve's GET /api/status, with the API token serve keeps
+// under home's config directory (~/.config/smarter-compact/api-token).
+func trims(t *testing.T, srv *serveProc, home string) int64 {
 	t.Helper()
-	resp, err := http.Get(srv.url() + "/api/status")
+	token, err := os.ReadFile(filepath.Join(home, ".config", "smarter-compact", "api-token"))
+	if err != nil {
+		t.Fatalf("serve's API token: %v", err)
+	}
+	req, err := http.NewRequest("GET", srv.url()+"/api/status", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("GET /api/status: %v", err)
 	}

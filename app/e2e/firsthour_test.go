@@ -34,7 +34,7 @@ const firstHourLimit = 2 * time.Minute
 func TestE2EFirstHour(t *testing.T) {
 	deb := os.Getenv(envDeb)
 	if deb == "" {
-		t.Skipf("%s is not set: build the package with `make dist` and set it to dist/smarter-compact_*_linux_amd64.deb", envDeb)
+		t.Skipf("%s is not set: build the package with `make dist` and set it to dist/smarter-compact_*_linux_amd64.deb (.ci/check-linux-packages does)", envDeb)
 	}
 	if os.Geteuid() != 0 {
 		t.Skip("dpkg -i into the real system needs root (CI runs as root)")

@@ -40,7 +40,7 @@ type options struct {
 	Quick bool
 	Only  string // comma-separated parts: overhead, replay, scale, search; "" for all
 	Seed  uint64
-	Peers bool   // add the peer arm (claude-code-router from npm) to the latency streams
+	Peers bool // add the peer arm (claude-code-router from npm) to the latency streams
 	// PeerCache is where npm installs the peer, kept between runs.
 	PeerCache string
 	Log       func(string, ...any)

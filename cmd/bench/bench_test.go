@@ -128,7 +128,8 @@ func TestQuickRun(t *testing.T) {
 		t.Errorf("the quick replay made %d trims and %d recall calls: it must exercise both", trims, recalls)
 	}
 	for _, c := range res.Overhead.Cases {
-		for arm := 0; arm < nArms; arm++ {
+		for arm := 0; arm < armPeer; arm++ { // the peer arm runs only with -peers
+
 			if len(c.TTLB[arm]) != c.N || len(c.TTFB[arm]) != c.N {
 				t.Errorf("%dk %s: %s has %d samples, want %d", c.Tokens/1000, c.Kind, armNames[arm], len(c.TTLB[arm]), c.N)
 			}

@@ -93,9 +93,11 @@ clean:
 	rm -rf bin dist
 
 ## bench: build, then measure on this machine (cmd/bench): proxy overhead against a bare reverse
-## proxy, long sessions replayed against the fake's prompt cache, the store at scale; writes
-## docs/benchmarks.md and docs/bench/*.svg (about 10 minutes on 2 cores). BENCH_ARGS adds flags,
-## e.g. make bench BENCH_ARGS=-quick
+## proxy, long sessions replayed against the fake's prompt cache, the store at scale, search on a
+## seeded session; writes docs/benchmarks.md with issue 18's aims and verdicts, and
+## docs/bench/*.svg (and *.pprof, not committed). PEERS=1 adds the peer arm (claude-code-router
+## from npm, cached in .cache/bench-peers). BENCH_ARGS adds flags, e.g. make bench BENCH_ARGS=-quick
 BENCH_ARGS ?=
+PEERS ?=
 bench: build
-	$(GO) run -tags '$(TAGS)' ./cmd/bench -bin $(BIN) -out docs $(BENCH_ARGS)
+	$(GO) run -tags '$(TAGS)' ./cmd/bench -bin $(BIN) -out docs $(if $(PEERS),-peers) $(BENCH_ARGS)

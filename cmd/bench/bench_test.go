@@ -50,6 +50,7 @@ func TestQuickRun(t *testing.T) {
 	tables := parseTables(string(md))
 	for _, head := range []string{
 		"| item | value |",
+		"| measure | today | aim | result | verdict |",
 		"| aim | result | verdict |",
 		"| request | n | body KB |",
 		"| sessions | direct req/s |",
@@ -69,7 +70,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("no table starting %q in benchmarks.md", head)
 		}
 	}
-	text := map[string]bool{"item": true, "value": true, "aim": true, "result": true, "verdict": true, "request": true,
+	text := map[string]bool{"item": true, "measure": true, "today": true, "value": true, "aim": true, "result": true, "verdict": true, "request": true,
 		"task": true, "arm": true, "case": true, "sweep": true}
 	for _, tb := range tables {
 		for _, row := range tb.rows {
@@ -127,7 +128,8 @@ func TestQuickRun(t *testing.T) {
 		t.Errorf("the quick replay made %d trims and %d recall calls: it must exercise both", trims, recalls)
 	}
 	for _, c := range res.Overhead.Cases {
-		for arm := 0; arm < nArms; arm++ {
+		for arm := 0; arm < armPeer; arm++ { // the peer arm runs only with -peers
+
 			if len(c.TTLB[arm]) != c.N || len(c.TTFB[arm]) != c.N {
 				t.Errorf("%dk %s: %s has %d samples, want %d", c.Tokens/1000, c.Kind, armNames[arm], len(c.TTLB[arm]), c.N)
 			}

@@ -1,7 +1,10 @@
 // Command bench measures smarter-compact on this machine and writes docs/benchmarks.md and
-// the plots in docs/bench/*.svg (issue 7): the proxy's overhead against a bare reverse
-// proxy and a direct connection, a replay of long ContextBench-like sessions through `serve`
-// against the strict fake upstream's prompt-cache model, and the context store at scale.
+// the plots in docs/bench/*.svg (issues 7 and 18): the proxy's overhead against a bare
+// reverse proxy, a direct connection and, with -peers, a peer gateway; a replay of long
+// ContextBench-like sessions through `serve` against the strict fake upstream's prompt-cache
+// model; the context store at scale; and hybrid, pattern and lexical search on one seeded
+// session, directly and through `smarter-compact mcp`. The aims of issue 18 head the report
+// with their verdicts.
 //
 // Run it with `make bench`, or
 //
@@ -35,9 +38,12 @@ type options struct {
 	Out   string // docs directory: benchmarks.md and bench/*.svg
 	Tmp   string // scratch directory; "" makes one
 	Quick bool
-	Only  string // comma-separated parts: overhead, replay, scale; "" for all
+	Only  string // comma-separated parts: overhead, replay, scale, search; "" for all
 	Seed  uint64
-	Log   func(string, ...any)
+	Peers bool // add the peer arm (claude-code-router from npm) to the latency streams
+	// PeerCache is where npm installs the peer, kept between runs.
+	PeerCache string
+	Log       func(string, ...any)
 }
 
 // results of one run, for the report and the unit test.
@@ -50,11 +56,13 @@ type results struct {
 	RPlan    replayPlan
 	Scale    []*scaleCase
 	SPlan    scalePlan
+	Search   *searchResult
+	QPlan    searchPlan
 	Wall     time.Duration
 	Markdown string
 }
 
-func plans(quick bool, seed uint64) (overheadPlan, replayPlan, scalePlan) {
+func plans(quick bool, seed uint64) (overheadPlan, replayPlan, scalePlan, searchPlan) {
 	if quick {
 		return overheadPlan{
 				Tokens:    []int{10_000, 120_000, 400_000},
@@ -62,15 +70,17 @@ func plans(quick bool, seed uint64) (overheadPlan, replayPlan, scalePlan) {
 				CutN:      map[int]int{10_000: 3, 120_000: 3, 400_000: 2},
 				RPSTokens: 120_000, RPSLevels: []int{1, 4}, RPSSeconds: 0.4, Profile: true,
 			}, replayPlan{KV: []int{60, 300}, Log: []int{300}, Questions: 8, TrimAt: 12_000, Mini: true, Seed: seed},
-			scalePlan{Sessions: []int{3, 10}, RowsPerSession: 30, Rows: []int{2_000}, Searches: 10, Seed: seed}
+			scalePlan{Sessions: []int{3, 10}, RowsPerSession: 30, Rows: []int{2_000}, Searches: 10, Seed: seed},
+			searchPlan{Rows: 2_000, Dim: 768, Matching: 50, Searches: 10, Seed: seed}
 	}
 	return overheadPlan{
-			Tokens:    []int{10_000, 120_000, 400_000},
-			WarmN:     map[int]int{10_000: 300, 120_000: 300, 400_000: 100},
-			CutN:      map[int]int{10_000: 200, 120_000: 150, 400_000: 60},
+			Tokens:    []int{10_000, 120_000, 400_000, 1_000_000},
+			WarmN:     map[int]int{10_000: 300, 120_000: 300, 400_000: 100, 1_000_000: 60},
+			CutN:      map[int]int{10_000: 200, 120_000: 150, 400_000: 60, 1_000_000: 20},
 			RPSTokens: 120_000, RPSLevels: []int{1, 8, 32}, RPSSeconds: 6, Profile: true,
 		}, replayPlan{KV: []int{1000, 4000, 16000}, Log: []int{1600, 6400, 12800}, Questions: 24, TrimAt: 120_000, Seed: seed},
-		scalePlan{Sessions: []int{10, 100, 1000}, RowsPerSession: 200, Rows: []int{10_000, 100_000, 1_000_000}, Searches: 100, Seed: seed}
+		scalePlan{Sessions: []int{10, 100, 1000}, RowsPerSession: 200, Rows: []int{10_000, 100_000, 1_000_000}, Searches: 100, Seed: seed},
+		searchPlan{Rows: 50_000, Dim: 768, Matching: 500, Searches: 100, Seed: seed}
 }
 
 func (o options) wants(part string) bool {
@@ -109,7 +119,8 @@ func run(ctx context.Context, o options) (*results, error) {
 		return nil, fmt.Errorf("the smarter-compact binary: %w (run `make build`, or pass -bin)", err)
 	}
 	res := &results{Opts: o, Machine: readMachine()}
-	res.OPlan, res.RPlan, res.SPlan = plans(o.Quick, o.Seed)
+	res.OPlan, res.RPlan, res.SPlan, res.QPlan = plans(o.Quick, o.Seed)
+	res.OPlan.Peers, res.OPlan.PeerCache = o.Peers, o.PeerCache
 	if !o.wants("overhead") && o.wants("throughput") {
 		// the throughput and memory part of overhead alone, for work on serve's memory
 		res.OPlan.Tokens, res.OPlan.Profile = nil, false
@@ -131,6 +142,12 @@ func run(ctx context.Context, o options) (*results, error) {
 	if o.wants("scale") {
 		o.Log("scale: the context store")
 		if res.Scale, err = runScale(ctx, res.SPlan, o.Tmp, o.Log); err != nil {
+			return nil, err
+		}
+	}
+	if o.wants("search") {
+		o.Log("search: hybrid, pattern and lexical search on one seeded session, and lexical through `smarter-compact mcp`")
+		if res.Search, err = runSearch(ctx, res.QPlan, bin, o.Tmp, o.Log); err != nil {
 			return nil, err
 		}
 	}
@@ -195,8 +212,10 @@ func main() {
 	bin := flag.String("bin", "bin/smarter-compact", "the smarter-compact `binary` to run as serve")
 	out := flag.String("out", "docs", "write benchmarks.md and bench/*.svg under `dir`")
 	quick := flag.Bool("quick", false, "tiny sizes: checks that every part runs, in about a minute")
-	only := flag.String("only", "", "run only these `parts` (comma-separated: overhead, replay, scale; throughput is the throughput and memory table of overhead alone); the report leaves the others out")
+	only := flag.String("only", "", "run only these `parts` (comma-separated: overhead, replay, scale, search; throughput is the throughput and memory table of overhead alone); the report leaves the others out")
 	seed := flag.Uint64("seed", 42, "seed of the generated sessions")
+	peers := flag.Bool("peers", false, "add the peer arm: claude-code-router "+peerVersion+" from npm, in the latency streams (skipped, with the reason in the report, when it cannot be installed)")
+	peerCache := flag.String("peer-cache", ".cache/bench-peers", "install the peer under `dir` (kept between runs)")
 	flag.Parse()
 	if *role != "" {
 		if err := runRole(*role, flag.Args()); err != nil {
@@ -211,7 +230,7 @@ func main() {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
-	res, err := run(ctx, options{Bin: *bin, Out: *out, Quick: *quick, Only: *only, Seed: *seed, Log: logf})
+	res, err := run(ctx, options{Bin: *bin, Out: *out, Quick: *quick, Only: *only, Seed: *seed, Peers: *peers, PeerCache: *peerCache, Log: logf})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)

@@ -22,14 +22,16 @@ const (
 	armDirect = iota // (a) straight to the upstream
 	armBare          // (b) through httputil.ReverseProxy
 	armServe         // (c) through smarter-compact serve
+	armPeer          // (d) through a peer Claude Code gateway (-peers); absent when not installed
 	nArms
 )
 
-var armNames = [nArms]string{"direct", "bare proxy", "serve"}
+var armNames = [nArms]string{"direct", "bare proxy", "serve", "peer"}
 
 // overheadTrimAt is serve's threshold in the overhead runs: above the largest request
-// (400k tokens), so a warm request is never trimmed; new cuts are forced (sessions/<sid>.force).
-const overheadTrimAt = 1_000_000
+// (1M tokens and its growth), so a warm request is never trimmed; new cuts are forced
+// (sessions/<sid>.force).
+const overheadTrimAt = 2_000_000
 
 // latencyCase is one stream of the overhead run.
 type latencyCase struct {
@@ -54,6 +56,7 @@ type rpsCase struct {
 
 type overheadResult struct {
 	Cases        []*latencyCase
+	Peer         peerInfo // the peer arm: what ran, or why it was skipped
 	RPS          []*rpsCase
 	RPSTokens    int
 	RPSSeconds   float64
@@ -61,9 +64,13 @@ type overheadResult struct {
 	PeakSessions int       // sessions serve saw in the latency run
 	Profiles     *profiles // serve under pprof; nil without Profile in the plan
 	CutChecked   int       // new-cut sessions checked for exactly one trim event
+	// serve's CPU time (all threads, /proc/<pid>/task/*/schedstat) per warm request of each
+	// size, in ms: the warm stream's CPU less its sessions' first requests, each measured
+	// from idle to idle so the store writes the request queued are in it. NaN off Linux.
+	WarmCPU map[int]float64
 }
 
-// rig is the three arms of the overhead run.
+// rig is the arms of the overhead run; an arm whose url is "" is not in it.
 type rig struct {
 	urls    [nArms]string
 	clients [nArms]*http.Client
@@ -141,9 +148,20 @@ func setClaudeHeaders(h http.Header, sid string) {
 	h.Set("User-Agent", "claude-cli/2.1.332 (external, sdk-cli)")
 }
 
+// active lists the arms in the run.
+func (r *rig) active() []int {
+	var out []int
+	for arm, u := range r.urls {
+		if u != "" {
+			out = append(out, arm)
+		}
+	}
+	return out
+}
+
 // all sends body to every arm, unmeasured (session primes).
 func (r *rig) all(sid string, body []byte) error {
-	for arm := 0; arm < nArms; arm++ {
+	for _, arm := range r.active() {
 		if _, _, err := r.send(arm, sid, body); err != nil {
 			return err
 		}
@@ -151,11 +169,12 @@ func (r *rig) all(sid string, body []byte) error {
 	return nil
 }
 
-// measure sends body to the three arms in an order that rotates with i, so no arm always
-// goes first on a warm connection or a fresh CPU cache.
+// measure sends body to the arms in an order that rotates with i, so no arm always goes
+// first on a warm connection or a fresh CPU cache.
 func (r *rig) measure(lc *latencyCase, i int, sid string, body []byte) error {
-	for k := 0; k < nArms; k++ {
-		arm := (i + k) % nArms
+	arms := r.active()
+	for k := range arms {
+		arm := arms[(i+k)%len(arms)]
 		fb, lb, err := r.send(arm, sid, body)
 		if err != nil {
 			return err
@@ -180,13 +199,15 @@ type overheadPlan struct {
 	RPSLevels  []int
 	RPSSeconds float64
 	Profile    bool
+	Peers      bool   // run the peer arm, installing it under PeerCache when needed
+	PeerCache  string // where npm installs the peer, kept between runs
 }
 
 // runOverhead runs the overhead comparison: the lean upstream, the bare proxy and serve as
 // the three arms, the latency streams of pl, the trim check of the new cuts, the throughput
 // levels on fresh serves and, when pl.Profile, the profiled serve.
 func runOverhead(ctx context.Context, pl overheadPlan, bin, tmp string, logf func(string, ...any)) (*overheadResult, error) {
-	res := &overheadResult{RPSTokens: pl.RPSTokens, RPSSeconds: pl.RPSSeconds}
+	res := &overheadResult{RPSTokens: pl.RPSTokens, RPSSeconds: pl.RPSSeconds, WarmCPU: map[int]float64{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -208,7 +229,19 @@ func runOverhead(ctx context.Context, pl overheadPlan, bin, tmp string, logf fun
 	}
 	defer srv.stop()
 	r := &rig{serve: srv}
-	r.urls = [nArms]string{upURL + "/v1/messages?beta=true", bare.url() + "/claude-code/v1/messages?beta=true", srv.url() + "/claude-code/v1/messages?beta=true"}
+	r.urls = [nArms]string{upURL + "/v1/messages?beta=true", bare.url() + "/claude-code/v1/messages?beta=true", srv.url() + "/claude-code/v1/messages?beta=true", ""}
+	if !pl.Peers {
+		res.Peer = peerInfo{Name: peerName, Skipped: "not asked for: run `make bench PEERS=1` (or -peers) to install it from npm and add its arm"}
+	} else {
+		var peer *proc
+		peer, res.Peer = startPeer(ctx, pl.PeerCache, tmp, upURL, logf)
+		if peer != nil {
+			defer peer.stop()
+			r.urls[armPeer] = peer.url() + "/v1/messages?beta=true"
+		} else {
+			logf("peer arm skipped: %s", res.Peer.Skipped)
+		}
+	}
 	for i := range r.clients {
 		r.clients[i] = newClient()
 	}
@@ -217,6 +250,7 @@ func runOverhead(ctx context.Context, pl overheadPlan, bin, tmp string, logf fun
 	if err != nil {
 		return nil, err
 	}
+	r.urls[armPeer] = "" // the throughput levels and the profile compare serve with bare only
 	res.PeakMB, res.PeakSessions = srv.peakMB(), len(r.seen)
 	if err := srv.stop(); err != nil {
 		return nil, err
@@ -255,7 +289,9 @@ func latencyStreams(ctx context.Context, r *rig, srv *proc, pl overheadPlan, res
 			var sids []string
 			var err error
 			if kind == "warm" {
-				err = warmStream(r, lc, fmt.Sprintf("bench-warm-%d", tokens), nil)
+				var cpu float64
+				cpu, err = warmStream(r, lc, fmt.Sprintf("bench-warm-%d", tokens))
+				res.WarmCPU[tokens] = cpu
 			} else {
 				sids, err = cutStream(r, lc, fmt.Sprintf("bench-cut-%d", tokens), srv.stateDir)
 				if len(sids) > 0 {
@@ -266,8 +302,8 @@ func latencyStreams(ctx context.Context, r *rig, srv *proc, pl overheadPlan, res
 				return nil, fmt.Errorf("overhead %dk %s: %w", tokens/1000, kind, err)
 			}
 			res.Cases = append(res.Cases, lc)
-			logf("overhead %s %s: n=%d in %s; last-byte p50 direct %.2f / bare %.2f / serve %.2f ms", ktok(tokens), kind, n,
-				time.Since(start).Round(time.Millisecond), pct(lc.TTLB[armDirect], 50), pct(lc.TTLB[armBare], 50), pct(lc.TTLB[armServe], 50))
+			logf("overhead %s %s: n=%d in %s; last-byte p50 direct %.2f / bare %.2f / serve %.2f / peer %.2f ms", ktok(tokens), kind, n,
+				time.Since(start).Round(time.Millisecond), pct(lc.TTLB[armDirect], 50), pct(lc.TTLB[armBare], 50), pct(lc.TTLB[armServe], 50), pct(lc.TTLB[armPeer], 50))
 		}
 	}
 	return cutSIDs, nil
@@ -323,21 +359,24 @@ func throughputLevels(ctx context.Context, r *rig, bin, tmp string, cfg serveCon
 
 // warmStream: a session whose previous request serve has seen; each measured request adds
 // one tool step. A session is replaced (its first request unmeasured) once it grew by a
-// tenth, to keep the size near lc.Tokens.
-func warmStream(r *rig, lc *latencyCase, prefix string, onlyArm *int) error {
+// tenth, to keep the size near lc.Tokens. It returns serve's CPU time per measured request
+// in ms: r.serve's CPU over the stream less each replacement's first request, every reading
+// taken with serve idle (its queued store writes done), NaN when it cannot be read.
+func warmStream(r *rig, lc *latencyCase, prefix string) (float64, error) {
 	sessions := 0
 	var c *convo
+	var primeCPU time.Duration
 	fresh := func() error {
 		sessions++
 		c = convoOf(fmt.Sprintf("%s-%04d", prefix, sessions), lc.Tokens)
-		if onlyArm != nil {
-			_, _, err := r.send(*onlyArm, c.SID, c.body())
-			return err
-		}
-		return r.all(c.SID, c.body())
-	}
-	if err := fresh(); err != nil {
+		before := r.serve.idleCPU()
+		err := r.all(c.SID, c.body())
+		primeCPU += r.serve.idleCPU() - before
 		return err
+	}
+	start := r.serve.idleCPU()
+	if err := fresh(); err != nil {
+		return nan, err
 	}
 	limit := lc.Tokens + max(lc.Tokens/10, 1000)
 	total := 0
@@ -345,24 +384,22 @@ func warmStream(r *rig, lc *latencyCase, prefix string, onlyArm *int) error {
 		c.add()
 		if c.size() > limit {
 			if err := fresh(); err != nil {
-				return err
+				return nan, err
 			}
 			c.add()
 		}
 		body := c.body()
 		total += len(body)
-		if onlyArm != nil {
-			if _, _, err := r.send(*onlyArm, c.SID, body); err != nil {
-				return err
-			}
-			continue
-		}
 		if err := r.measure(lc, i, c.SID, body); err != nil {
-			return err
+			return nan, err
 		}
 	}
 	lc.Bytes = total / max(lc.N, 1)
-	return nil
+	used := r.serve.idleCPU() - start - primeCPU
+	if start < 0 || lc.N == 0 {
+		return nan, nil
+	}
+	return ms(used) / float64(lc.N), nil
 }
 
 // cutStream: each measured request makes a new cut on a session warmed (unmeasured, in every

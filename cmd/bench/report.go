@@ -123,6 +123,28 @@ func report(r *results) string {
 		m.LoadStart, m.LoadEnd, r.Wall.Round(time.Second), mode, r.Opts.Seed)
 	p("Everything runs on this machine over loopback: the client, the fake upstreams and the bare reverse proxy are this program (the bare proxy in a child process of its own), `serve` is the built binary as a subprocess with its own temporary `config.toml` (`SMARTER_COMPACT_CONFIG`), state directory (`SMARTER_COMPACT_STATE_DIR`), `HOME` and `--port`. Other work on the machine shares its two cores; the load average above says how much.\n\n")
 
+	if as := aims18(r); len(as) > 0 {
+		p("## Aims (issue 18)\n\n| measure | today | aim | result | verdict |\n| --- | --- | --- | --- | --- |\n")
+		for _, a := range as {
+			p("| %s | %s | %s | %s | %s |\n", a.Measure, a.Today, a.Aim, a.Result, verdict18(a))
+		}
+		p("\n")
+		if o := r.Overhead; o != nil {
+			if o.Peer.Ran {
+				p("Peer arm: %s (Node %s) in the same interleaved latency streams, pointed at the same upstream; added over direct to the last byte, p50:", o.Peer.Name, o.Peer.Node)
+				for _, c := range o.Cases {
+					p(" %s %s %s ms (serve %s);", ktok(c.Tokens), c.Kind, f2(pct(added(c.TTLB, armPeer), 50)), f2(pct(added(c.TTLB, armServe), 50)))
+				}
+				p("\n\n")
+			} else {
+				p("Peer arm (%s): skipped — %s.\n\n", o.Peer.Name, o.Peer.Skipped)
+			}
+		}
+		if s := r.Search; s != nil {
+			p("Search store: %s rows built in %s, their %d-dim vectors in %s; on one reader kept open, first call apart (hybrid first %s ms, literal %s ms, class %s ms); through `smarter-compact mcp` first call %s ms.\n\n",
+				commas(int64(s.Rows)), s.BuildRows.Round(time.Millisecond), s.Dim, s.BuildVecs.Round(time.Millisecond), f2(s.Hybrid.First), f2(s.Literal.First), f2(s.Class.First), f2(s.MCP.First))
+		}
+	}
 	if as := aims(r); len(as) > 0 {
 		p("## Aims (issue 7)\n\n| aim | result | verdict |\n| --- | --- | --- |\n")
 		for _, a := range as {

@@ -186,9 +186,9 @@ func startRole(name, base, role string, cfg serveConfig, args ...string) (*proc,
 	if err != nil {
 		return nil, err
 	}
-	return startProc(name, base, cfg, func(port int, env []string) *exec.Cmd {
+	return startProc(name, base, cfg, func(port int, _ string, env []string) *exec.Cmd {
 		c := exec.Command(exe, append([]string{"-role", role, strconv.Itoa(port)}, args...)...)
 		c.Env = env
 		return c
-	})
+	}, "/healthz")
 }

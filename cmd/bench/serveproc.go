@@ -25,6 +25,7 @@ type proc struct {
 	port     int
 	dir      string // temp dir: config.toml, state/, home/
 	stateDir string
+	health   string // the path answering 200 once it serves
 	log      *lockedBuffer
 	done     chan struct{}
 	err      error
@@ -54,16 +55,17 @@ func (c serveConfig) toml() string {
 
 // startServe runs `bin serve --no-tray --port N` in a fresh temp dir under base.
 func startServe(name, bin, base string, cfg serveConfig) (*proc, error) {
-	return startProc(name, base, cfg, func(port int, env []string) *exec.Cmd {
+	return startProc(name, base, cfg, func(port int, _ string, env []string) *exec.Cmd {
 		c := exec.Command(bin, "serve", "--no-tray", "--port", strconv.Itoa(port))
 		c.Env = env
 		return c
-	})
+	}, "/healthz")
 }
 
-// startProc starts the command mk builds on a free port with an isolated environment and
-// waits for /healthz (the helper roles answer it too).
-func startProc(name, base string, cfg serveConfig, mk func(port int, env []string) *exec.Cmd) (*proc, error) {
+// startProc starts the command mk builds on a free port with an isolated environment (its
+// temp dir, which holds config.toml and home/, is mk's dir) and waits for GET health to
+// answer 200 (serve and the helper roles answer /healthz).
+func startProc(name, base string, cfg serveConfig, mk func(port int, dir string, env []string) *exec.Cmd, health string) (*proc, error) {
 	dir, err := os.MkdirTemp(base, name+"-")
 	if err != nil {
 		return nil, err
@@ -78,7 +80,7 @@ func startProc(name, base string, cfg serveConfig, mk func(port int, env []strin
 		if err != nil {
 			return nil, err
 		}
-		p := &proc{name: name, port: port, dir: dir, stateDir: filepath.Join(dir, "state"), log: &lockedBuffer{}, done: make(chan struct{})}
+		p := &proc{name: name, port: port, dir: dir, stateDir: filepath.Join(dir, "state"), health: health, log: &lockedBuffer{}, done: make(chan struct{})}
 		env := []string{
 			"PATH=" + os.Getenv("PATH"),
 			"HOME=" + filepath.Join(dir, "home"),
@@ -92,7 +94,7 @@ func startProc(name, base string, cfg serveConfig, mk func(port int, env []strin
 				env = append(env, k+"="+v)
 			}
 		}
-		p.cmd = mk(port, env)
+		p.cmd = mk(port, dir, env)
 		p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 		if err := p.cmd.Start(); err != nil {
 			return nil, fmt.Errorf("start %s: %w", name, err)
@@ -126,20 +128,20 @@ func (p *proc) waitHealthy(limit time.Duration) error {
 	for {
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited (%v) before answering /healthz:\n%s", p.name, p.err, p.log)
+			return fmt.Errorf("%s exited (%v) before answering %s:\n%s", p.name, p.err, p.health, p.log)
 		default:
 		}
-		resp, err := http.Get(p.url() + "/healthz")
+		resp, err := http.Get(p.url() + p.health)
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
-			err = fmt.Errorf("GET /healthz: %s", resp.Status)
+			err = fmt.Errorf("GET %s: %s", p.health, resp.Status)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no /healthz within %s: %v\n%s", limit, err, p.log)
+			return fmt.Errorf("no %s within %s: %v\n%s", p.health, limit, err, p.log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -225,4 +227,52 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "…" + s[len(s)-n:]
+}
+
+// cpu is the process's CPU time so far: the sum over its threads of the first field of
+// /proc/<pid>/task/<tid>/schedstat (nanoseconds on a CPU, exact, unlike the clock ticks of
+// /proc/<pid>/stat). Go keeps its threads, so none of the time leaves with an exited thread.
+// It is -1 when it cannot be read (not Linux).
+func (p *proc) cpu() time.Duration {
+	dir := fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return -1
+	}
+	var sum time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "schedstat"))
+		if err != nil {
+			continue // the thread exited between the listing and the read
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return -1
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return -1
+		}
+		sum += time.Duration(n)
+	}
+	return sum
+}
+
+// idleCPU waits until the process is idle (less than 0.3 ms of CPU in 30 ms, at most 3 s:
+// serve's store writes run after the answer) and returns its CPU time, -1 when it cannot
+// be read.
+func (p *proc) idleCPU() time.Duration {
+	prev := p.cpu()
+	if prev < 0 {
+		return -1
+	}
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(30 * time.Millisecond)
+		now := p.cpu()
+		if now-prev < 300*time.Microsecond {
+			return now
+		}
+		prev = now
+	}
+	return prev
 }

@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -169,4 +171,49 @@ func TestE2EFaultDeletedDB(t *testing.T) {
 	c.say("first turn after the delete")
 	c.say("second turn after the delete")
 	c.checkRows("after the delete")
+}
+
+// TestE2EFaultImmutableDB (Linux, root: chattr +i): the session's parked .db made immutable
+// under a running serve. Requests are still forwarded; the health record has a store_write
+// entry for the session; after chattr -i the next request brings the rows back, the whole
+// conversation in seq order.
+func TestE2EFaultImmutableDB(t *testing.T) {
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("skipping: chattr +i needs Linux and root (CI runs the e2e tests as root)")
+	}
+	chattr, err := exec.LookPath("chattr")
+	if err != nil {
+		t.Skipf("skipping: chattr is not installed (e2fsprogs): %v", err)
+	}
+	const sid = "e2e-fault-immutable"
+	c, tokenFile := faultServe(t, sid)
+	parkWriter(t, c.srv)
+	var locked []string
+	for _, s := range []string{"", "-wal", "-shm"} {
+		if _, err := os.Stat(c.path() + s); err == nil {
+			locked = append(locked, c.path()+s)
+		}
+	}
+	attr := func(flag string) {
+		t.Helper()
+		if out, err := exec.Command(chattr, append([]string{flag}, locked...)...).CombinedOutput(); err != nil {
+			t.Skipf("skipping: chattr %s on the state dir's file system: %v %s", flag, err, out)
+		}
+	}
+	attr("+i")
+	t.Cleanup(func() { exec.Command(chattr, append([]string{"-i"}, locked...)...).Run() })
+	c.say("first turn on the immutable db")
+	c.say("second turn on the immutable db")
+	var snap store.HealthSnapshot
+	var raw []byte
+	if !waitFor(5*time.Second, func() bool {
+		snap, raw = apiHealth(t, c.srv.url(), tokenFile)
+		return slices.ContainsFunc(snap.Kind(store.HealthStoreWrite).Entries, func(e store.HealthEntry) bool { return e.Key == sid })
+	}) {
+		t.Fatalf("/api/status health with %v immutable: %s, want a store_write entry for %s", locked, healthOnly(raw), sid)
+	}
+	t.Logf("/api/status health on the immutable db: %s", healthOnly(raw))
+	attr("-i")
+	c.say("turn after chattr -i")
+	c.checkRows("after chattr -i")
 }

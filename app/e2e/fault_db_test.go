@@ -10,6 +10,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/web"
 )
 
 // faultConv is a Claude Code conversation of session sid on serve: each say posts the whole
@@ -33,6 +35,7 @@ type faultConv struct {
 	sid   string
 	turns []map[string]any
 	texts []string // every message's text in conversation order
+	token string   // the path of serve's API token
 }
 
 func (c *faultConv) say(prompt string) {
@@ -89,16 +92,44 @@ func (c *faultConv) checkRows(when string) {
 	}
 }
 
+// storeWriteEntry waits up to 5 s for GET /api/health to hold a store_write entry of the
+// session and returns it; it fails the test without one.
+func (c *faultConv) storeWriteEntry(when string) store.HealthEntry {
+	c.t.Helper()
+	tok, err := os.ReadFile(c.token)
+	if err != nil {
+		c.t.Fatalf("the API token: %v", err)
+	}
+	var snap store.HealthSnapshot
+	var last string
+	var found store.HealthEntry
+	if waitFor(5*time.Second, func() bool {
+		snap, err = web.FetchHealth(context.Background(), c.srv.url(), strings.TrimSpace(string(tok)))
+		last = fmt.Sprintf("%+v (%v)", snap, err)
+		i := slices.IndexFunc(snap.Kind(store.HealthStoreWrite).Entries, func(e store.HealthEntry) bool { return e.Key == c.sid })
+		if i >= 0 {
+			found = snap.Kind(store.HealthStoreWrite).Entries[i]
+		}
+		return i >= 0
+	}) {
+		c.t.Logf("/api/health %s: store_write entry %+v", when, found)
+		return found
+	}
+	c.t.Fatalf("/api/health %s: %s, want a store_write entry for %s", when, last, c.sid)
+	return found
+}
+
 // faultServe is serve in front of the fake upstream with one conversation started on it
-// (two turns, rows checked), and the path of serve's API token.
-func faultServe(t *testing.T, sid string) (*faultConv, string) {
+// (two turns, rows checked).
+func faultServe(t *testing.T, sid string) *faultConv {
 	bin := buildBinary(t)
 	_, srv := serveWithFake(t, bin, dashReply)
-	c := &faultConv{t: t, srv: srv, sid: sid}
+	c := &faultConv{t: t, srv: srv, sid: sid,
+		token: filepath.Join(filepath.Dir(srv.stateDir), "home", ".config", "smarter-compact", "api-token")}
 	c.say("first turn before the fault")
 	c.say("second turn before the fault")
 	c.checkRows("before the fault")
-	return c, filepath.Join(filepath.Dir(srv.stateDir), "home", ".config", "smarter-compact", "api-token")
+	return c
 }
 
 // faultOtherSessions is one more than the writers serve keeps connected (store/writers.go's
@@ -127,7 +158,7 @@ func parkWriter(t *testing.T, srv *serveProc) {
 // /api/status's health has a store_write entry of class corrupt for the session.
 func TestE2EFaultCorruptDB(t *testing.T) {
 	const sid = "e2e-fault-corrupt"
-	c, tokenFile := faultServe(t, sid)
+	c := faultServe(t, sid)
 	parkWriter(t, c.srv)
 	garbage := bytes.Repeat([]byte("this is not sqlite\n"), 300)
 	if err := os.WriteFile(c.path(), garbage, 0o600); err != nil {
@@ -144,17 +175,10 @@ func TestE2EFaultCorruptDB(t *testing.T) {
 	}
 	c.say("turn after the recovery")
 	c.checkRows("after the recovery")
-	var snap store.HealthSnapshot
-	var raw []byte
-	if !waitFor(5*time.Second, func() bool {
-		snap, raw = apiHealth(t, c.srv.url(), tokenFile)
-		return slices.ContainsFunc(snap.Kind(store.HealthStoreWrite).Entries, func(e store.HealthEntry) bool {
-			return e.Key == sid && e.Class == "corrupt" && strings.Contains(e.Text, "moved aside")
-		})
-	}) {
-		t.Fatalf("/api/status health: %s, want a store_write entry of class corrupt for %s", healthOnly(raw), sid)
+	e := c.storeWriteEntry("after the recovery")
+	if e.Class != "corrupt" || !strings.Contains(e.Text, "moved aside") {
+		t.Errorf("store_write entry after the recovery: %+v, want class corrupt saying the file was moved aside", e)
 	}
-	t.Logf("/api/status health: %s", healthOnly(raw))
 }
 
 // TestE2EFaultDeletedDB: the session's .db (and its -wal, -shm) removed under a running
@@ -162,7 +186,7 @@ func TestE2EFaultCorruptDB(t *testing.T) {
 // whole conversation, seq in conversation order.
 func TestE2EFaultDeletedDB(t *testing.T) {
 	const sid = "e2e-fault-deleted"
-	c, _ := faultServe(t, sid)
+	c := faultServe(t, sid)
 	for _, s := range []string{"", "-wal", "-shm"} {
 		if err := os.Remove(c.path() + s); err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
@@ -186,7 +210,7 @@ func TestE2EFaultImmutableDB(t *testing.T) {
 		t.Skipf("skipping: chattr is not installed (e2fsprogs): %v", err)
 	}
 	const sid = "e2e-fault-immutable"
-	c, tokenFile := faultServe(t, sid)
+	c := faultServe(t, sid)
 	parkWriter(t, c.srv)
 	var locked []string
 	for _, s := range []string{"", "-wal", "-shm"} {
@@ -204,15 +228,9 @@ func TestE2EFaultImmutableDB(t *testing.T) {
 	t.Cleanup(func() { exec.Command(chattr, append([]string{"-i"}, locked...)...).Run() })
 	c.say("first turn on the immutable db")
 	c.say("second turn on the immutable db")
-	var snap store.HealthSnapshot
-	var raw []byte
-	if !waitFor(5*time.Second, func() bool {
-		snap, raw = apiHealth(t, c.srv.url(), tokenFile)
-		return slices.ContainsFunc(snap.Kind(store.HealthStoreWrite).Entries, func(e store.HealthEntry) bool { return e.Key == sid })
-	}) {
-		t.Fatalf("/api/status health with %v immutable: %s, want a store_write entry for %s", locked, healthOnly(raw), sid)
+	if e := c.storeWriteEntry("on the immutable db"); e.Class != "read_only" || !strings.Contains(e.Hint, "chattr -i") {
+		t.Errorf("store_write entry on the immutable db: %+v, want class read_only naming chattr -i", e)
 	}
-	t.Logf("/api/status health on the immutable db: %s", healthOnly(raw))
 	attr("-i")
 	c.say("turn after chattr -i")
 	c.checkRows("after chattr -i")

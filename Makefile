@@ -81,6 +81,10 @@ race:
 ## dashboard test drives Chromium (SMARTER_COMPACT_E2E_CHROMIUM, else chromium on PATH) and
 ## saves screenshots under SMARTER_COMPACT_E2E_ARTIFACTS; the tray test starts its own
 ## dbus-daemon.
+## The fault suite (app/e2e/fault_*_test.go, TestE2EFault…) runs the built serve into faults:
+## config.toml a FIFO or /dev/zero (at start and while running), a slow request body, a silent
+## upstream, and a session database written over with garbage, deleted, or made immutable
+## (chattr +i: root only, else it skips and says why); the full disk is TestE2EHealthDiskFull.
 ## go test's default limit of 10 minutes per package could cut app/e2e short now that it also
 ## holds the one-minute soak; CI allows 90 minutes for everything.
 E2E_PKGS := ./app/e2e/ ./cmd/bench/

@@ -72,6 +72,19 @@ func (d *DB) noteBroken(err error) error {
 	return err
 }
 
+// noteReadOnly parks d when err is SQLite's SQLITE_READONLY (d.mu not held). SQLite opens a
+// file it cannot open for writing (an immutable file, chattr +i; a read-only mount or mode)
+// read-only instead, and such a connection fails every later write even once the file is
+// writable again; parked, the next call connects again and, the fault gone, writes (issue 16:
+// the rows come back after chattr -i). It returns err.
+func (d *DB) noteReadOnly(err error) error {
+	var se sqlite3.Error
+	if errors.As(err, &se) && se.Code == sqlite3.ErrReadonly {
+		d.park()
+	}
+	return err
+}
+
 // moveAside renames path and its -wal and -shm to path.corrupt-<at> (and its -wal, -shm), so
 // SQLite can still open the moved copy with its WAL. It returns the new name of the database.
 func moveAside(path string, at time.Time) (string, error) {

@@ -94,7 +94,7 @@ func (d *DB) plan(rows []RowWrite) (syncPlan, error) {
 // committed. Errors are SQLite's (for example "database is locked" after the 1 s busy
 // timeout); nothing is written then and the index is unchanged.
 func (d *DB) SyncRows(rows []RowWrite, now time.Time) (res SyncResult, err error) {
-	defer func() { d.noteBroken(err); err = d.noted(err) }()
+	defer func() { d.noteBroken(err); d.noteReadOnly(err); err = d.noted(err) }()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.use(); err != nil {

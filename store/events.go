@@ -30,7 +30,7 @@ type Event struct {
 // AddEvent appends e to the events table in its own transaction. It returns SQLite's error
 // (for example "database is locked" after the 1 s busy timeout); the caller logs it.
 func (d *DB) AddEvent(e Event) (err error) {
-	defer func() { d.noteBroken(err); err = d.noted(err) }()
+	defer func() { d.noteBroken(err); d.noteReadOnly(err); err = d.noted(err) }()
 	if e.Kind == "" {
 		return errors.New("add event: empty kind")
 	}

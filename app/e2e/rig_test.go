@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -277,6 +278,22 @@ func (p *serveProc) stop() error {
 		p.cmd.Process.Kill()
 		<-p.done
 		return errors.New("serve did not stop within 20 s of an interrupt")
+	}
+}
+
+// sigterm sends SIGTERM and waits up to 15 s: an error unless serve exited with status 0.
+func (s *serveProc) sigterm() (time.Duration, error) {
+	start := time.Now()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return 0, err
+	}
+	select {
+	case <-s.done:
+		return time.Since(start), s.exitErr()
+	case <-time.After(15 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.done
+		return time.Since(start), fmt.Errorf("serve did not exit within 15 s of SIGTERM")
 	}
 }
 

@@ -26,7 +26,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -703,22 +702,6 @@ func startTrayServe(t *testing.T, bin, config string, env ...string) *trayServe 
 		"SMARTER_COMPACT_CONFIG=" + s.config,
 	}, env)
 	return s
-}
-
-// sigterm sends SIGTERM and waits up to 15 s: an error unless serve exited with status 0.
-func (s *trayServe) sigterm() (time.Duration, error) {
-	start := time.Now()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return 0, err
-	}
-	select {
-	case <-s.done:
-		return time.Since(start), s.exitErr()
-	case <-time.After(15 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.done
-		return time.Since(start), fmt.Errorf("serve did not exit within 15 s of SIGTERM")
-	}
 }
 
 // token reads the API token serve created at start.

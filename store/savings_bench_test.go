@@ -6,7 +6,7 @@ import (
 )
 
 // BenchmarkAppendSavings is the request path's savings record (proxy/usage.go): one
-// AppendSavings per op on a real file. "1session" appends to one session; "40sessions"
+// AppendSavings per op on a real file. "1sessions" appends to one session; "40sessions"
 // appends round robin to more sessions than a Root keeps files open for (the worst case of
 // savings_files.go: every append opens its file).
 func BenchmarkAppendSavings(b *testing.B) {

@@ -224,8 +224,9 @@ func (r *Root) sessionFileRaw(sid, suffix string) string {
 	return filepath.Join(r.dir, "sessions", sid+suffix)
 }
 
-// deleteSession closes the pooled reader and the cached writer of sid, if any, and removes
-// its files (Windows refuses to delete an open file), the database first: when another
+// deleteSession closes the pooled reader, the cached writer and the open savings file of
+// sid, if any, and removes its files (Windows refuses to delete an open file; elsewhere an
+// open savings file would take lines after it was deleted), the database first: when another
 // handle still holds it, the session's other files stay too, so that the next pass finds
 // the session whole. deferred lists the files left because they were held.
 func (r *Root) deleteSession(stem string, files []string) (deferred []string, err error) {
@@ -243,6 +244,11 @@ func (r *Root) deleteSession(stem string, files []string) (deferred []string, er
 		if e.db != nil {
 			_ = e.db.close()
 			e.db = nil
+		}
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, savingsSuffix) {
+			defer r.savings.evict(f)()
 		}
 	}
 	files = slices.Clone(files)

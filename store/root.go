@@ -30,9 +30,10 @@ type Root struct {
 	health     *Health        // the store-wide health record (health.go)
 	onRecovery func(Recovery) // SetOnRecovery; read under mu
 
-	dash    dashCache  // per-session summaries of the dashboard reads (dashboard.go)
-	readers readerPool // open session readers, reused by OpenReader (readerpool.go)
-	writers writerSet  // the writers holding a connection (writers.go)
+	dash    dashCache    // per-session summaries of the dashboard reads (dashboard.go)
+	readers readerPool   // open session readers, reused by OpenReader (readerpool.go)
+	writers writerSet    // the writers holding a connection (writers.go)
+	savings savingsFiles // the savings files kept open for appending (savings_files.go)
 }
 
 // sessionEntry serializes opening, reopening and deleting one session's database without
@@ -57,7 +58,9 @@ func Open(dir string) (*Root, error) {
 	if err := probeFTS5(); err != nil {
 		return nil, err
 	}
-	return &Root{dir: dir, sessions: make(map[string]*sessionEntry), health: NewHealth(nil)}, nil
+	r := &Root{dir: dir, sessions: make(map[string]*sessionEntry), health: NewHealth(nil)}
+	r.writers.savings = &r.savings // a writer parking or closing closes its savings file
+	return r, nil
 }
 
 // mkdirPrivate creates d (and missing parents) with mode 700, independent of the umask. An
@@ -114,6 +117,7 @@ func (r *Root) Close() error {
 		}
 		e.mu.Unlock()
 	}
+	errs = append(errs, r.savings.closeAll()) // after the writers: none opens one again
 	errs = append(errs, r.health.closeFile()) // last: the writers' final failures are in it
 	return errors.Join(errs...)
 }

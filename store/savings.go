@@ -66,7 +66,8 @@ func (r *SavingsRecord) UntrimmedPromptTokens() int64 {
 const maxSavingsLine = 64 << 10
 
 // AppendSavings appends rec as one line to sessions/<sid>.savings.jsonl (created mode 600).
-// One write per line with O_APPEND, so concurrent appends of one session do not interleave.
+// One write per line with O_APPEND, under the file's lock, so concurrent appends of one
+// session do not interleave. The file stays open for the next line (savings_files.go).
 func (r *Root) AppendSavings(sid string, rec SavingsRecord) error {
 	if err := checkSID(sid); err != nil {
 		return err
@@ -75,16 +76,8 @@ func (r *Root) AppendSavings(sid string, rec SavingsRecord) error {
 	if err != nil {
 		return fmt.Errorf("append savings record: %w", err)
 	}
-	f, err := os.OpenFile(r.sessionFile(sid, savingsSuffix), os.O_WRONLY|os.O_CREATE|os.O_APPEND, fileMode)
-	if err != nil {
+	if err := r.savings.appendLine(r.sessionFile(sid, savingsSuffix), append(b, '\n')); err != nil {
 		return fmt.Errorf("append savings record: %w", err)
-	}
-	_, werr := f.Write(append(b, '\n'))
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return fmt.Errorf("append savings record: %w", werr)
 	}
 	return nil
 }

@@ -28,6 +28,8 @@ type writerSet struct {
 	// enforcing: an enforce goroutine is running
 	enforcing bool
 	idle      time.Duration
+	// savings: the Root's open savings files; a writer's closes when it disconnects
+	savings *savingsFiles
 }
 
 func (w *writerSet) limit() (int, time.Duration) {
@@ -95,7 +97,7 @@ func (w *writerSet) enforce(max int) {
 	}
 }
 
-// disconnected forgets d (parked or closed).
+// disconnected forgets d (parked or closed) and closes its session's savings file.
 func (w *writerSet) disconnected(d *DB) {
 	if w == nil {
 		return
@@ -103,6 +105,9 @@ func (w *writerSet) disconnected(d *DB) {
 	w.mu.Lock()
 	delete(w.live, d)
 	w.mu.Unlock()
+	if w.savings != nil {
+		w.savings.release(savingsOfDB(d.path))
+	}
 }
 
 // parkIdle parks the writers unused for the idle time and re-arms while any stay connected.

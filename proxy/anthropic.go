@@ -140,7 +140,7 @@ func parseBlock(raw []byte, m *message) (block, error) {
 // text, and whether the block yields a row at all. names maps tool_use ids to tool names.
 func blockRow(m *message, b *block, names map[string]string) (role, kind, name, text string, ok bool, err error) {
 	if m.stringContent {
-		s, err := decodeString(b.raw)
+		s, err := decodeText(b.raw)
 		return m.role, "text", "", s, true, err
 	}
 	fields, err := objectMembers(b.raw)
@@ -155,21 +155,21 @@ func blockRow(m *message, b *block, names map[string]string) (role, kind, name, 
 		}
 		return nil
 	}
-	str := func(key string) string {
+	str := func(key string, decode func([]byte) (string, error)) string {
 		v := get(key)
 		if kindOf(v) != '"' {
 			return ""
 		}
-		s, _ := decodeString(v)
+		s, _ := decode(v)
 		return s
 	}
 	switch b.typ {
 	case "text":
-		return m.role, "text", "", str("text"), true, nil
+		return m.role, "text", "", str("text", decodeText), true, nil
 	case "thinking":
 		// Thinking rows carry the summary text only, never signatures; an omitted
 		// (empty) thinking block stores nothing.
-		t := str("thinking")
+		t := str("thinking", decodeText)
 		return "assistant", "thinking", "", t, t != "", nil
 	case "redacted_thinking":
 		return "", "", "", "", false, nil
@@ -181,7 +181,7 @@ func blockRow(m *message, b *block, names map[string]string) (role, kind, name, 
 				return "", "", "", "", false, err
 			}
 		}
-		return "assistant", "tool_use", str("name"), text, true, nil
+		return "assistant", "tool_use", str("name", decodeString), text, true, nil
 	case "tool_result":
 		text, err := toolResultText(get("content"))
 		return "tool", "tool_result", names[b.toolUseID], text, true, err
@@ -224,7 +224,7 @@ func textBlock(raw []byte) (text, typ string, err error) {
 		case "type":
 			typ, _ = decodeString(f.val)
 		case "text":
-			text, _ = decodeString(f.val)
+			text, _ = decodeText(f.val)
 		}
 	}
 	return text, typ, nil

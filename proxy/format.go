@@ -100,7 +100,7 @@ func contentText(content []byte, kind func(typ string) string) (string, error) {
 	case 0, 'n':
 		return "", nil
 	case '"':
-		return decodeString(content)
+		return decodeText(content)
 	case '[':
 		elems, err := arrayElems(content)
 		if err != nil {
@@ -155,7 +155,7 @@ func partRows(role string, content []byte) ([]preRow, error) {
 	case 0, 'n':
 		return nil, nil
 	case '"':
-		s, err := decodeString(content)
+		s, err := decodeText(content)
 		if err != nil || s == "" {
 			return nil, err
 		}

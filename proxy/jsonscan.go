@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // The request path never re-marshals what it forwards (DESIGN.md §4.10), so it works on
@@ -279,6 +282,22 @@ func decodeString(raw []byte) (string, error) {
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return "", fmt.Errorf("%w: %v", errJSON, err)
+	}
+	return s, nil
+}
+
+// decodeText decodes a raw JSON string token that becomes row text, as the agent sent it:
+// raw bytes that are not valid UTF-8 and escaped lone surrogates are kept (store.ExactJSONString);
+// rows fingerprint, compress and forward store.ValidText of it and store it as it is (issue 16,
+// docs/decisions.md "Invalid UTF-8 in row texts"). Where the exact form cannot be kept it is
+// decodeString's.
+func decodeText(raw []byte) (string, error) {
+	s, err := decodeString(raw)
+	if err != nil || !strings.ContainsRune(s, utf8.RuneError) {
+		return s, err
+	}
+	if exact, ok := store.ExactJSONString(raw); ok {
+		return exact, nil
 	}
 	return s, nil
 }

@@ -1,5 +1,7 @@
 package proxy
 
+import "github.com/smarter-compact/smarter-compact/store"
+
 // block is one content block of a message.
 type block struct {
 	raw       []byte
@@ -87,4 +89,26 @@ type toolUse struct{ id, name string }
 // row is one stored row of a message (contract: Rows).
 type row struct {
 	fp, role, kind, name, text, blobID string
+	// exact is the text as the agent sent it when it is not valid UTF-8 (decodeText), else "";
+	// messages.text stores it, while text (store.ValidText of it) is fingerprinted,
+	// compressed and forwarded. docs/decisions.md "Invalid UTF-8 in row texts".
+	exact string
+}
+
+// newRow is a row of text as decoded by decodeText: text valid UTF-8, exact kept when the
+// two differ.
+func newRow(role, kind, name, text string) row {
+	r := row{role: role, kind: kind, name: name, text: store.ValidText(text)}
+	if r.text != text {
+		r.exact = text
+	}
+	return r
+}
+
+// storedText is what messages.text holds for r: the text as received.
+func (r *row) storedText() string {
+	if r.exact != "" {
+		return r.exact
+	}
+	return r.text
 }

@@ -117,9 +117,9 @@ func (p *Proxy) rowsFor(m *message, prev string, names map[string]string) error 
 		if !ok {
 			continue
 		}
-		r := row{role: role, kind: kind, name: name, text: text}
+		r := newRow(role, kind, name, text)
 		if kind == "tool_result" && b.typ == "tool_result" {
-			blobID, rendered, err := p.compressToolResult(b.raw, text)
+			blobID, rendered, err := p.compressToolResult(b.raw, r.text)
 			if err != nil {
 				return err
 			}
@@ -141,12 +141,12 @@ func (p *Proxy) rowsFor(m *message, prev string, names map[string]string) error 
 func (p *Proxy) preRowsFor(m *message, prev string, names map[string]string) error {
 	m.rows = make([]row, 0, len(m.pre))
 	for _, pr := range m.pre {
-		r := row{role: pr.role, kind: pr.kind, name: pr.name, text: pr.text}
+		r := newRow(pr.role, pr.kind, pr.name, pr.text)
 		if pr.kind == "tool_result" && pr.callID != "" {
 			r.name = names[pr.callID]
 		}
 		if pr.compress != "" {
-			blobID, rendered, err := p.compressMember(m.raw, pr.compress, pr.text)
+			blobID, rendered, err := p.compressMember(m.raw, pr.compress, r.text)
 			if err != nil {
 				return err
 			}
@@ -201,7 +201,7 @@ func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cu
 		for _, r := range m.rows {
 			in := kept && !(strip && r.kind == "thinking")
 			w := store.RowWrite{Fingerprint: r.fp, Thread: thread, Role: r.role, Kind: r.kind,
-				Name: r.name, Text: r.text, BlobID: r.blobID, InContext: in, TextGone: m.textGone}
+				Name: r.name, Text: r.storedText(), BlobID: r.blobID, InContext: in, TextGone: m.textGone}
 			if !in {
 				w.CutFingerprint = cutFP
 			}
@@ -259,7 +259,7 @@ func (p *Proxy) settleStores(s *session) {
 				continue
 			}
 			for i := range m.rows {
-				m.rows[i].text = ""
+				m.rows[i].text, m.rows[i].exact = "", ""
 			}
 			for i := range m.pre { // Chat and Responses rows share these strings
 				m.pre[i].text = ""

@@ -60,6 +60,9 @@ type jsonParser struct {
 	data  []byte
 	i     int
 	depth int
+	// exact keeps raw bytes that are not valid UTF-8 as they came instead of writing
+	// U+FFFD (ExactJSONString, row texts stored as received); CompactJSON leaves it false.
+	exact bool
 }
 
 func parseJSON(data []byte) (jsonValue, error) {
@@ -299,7 +302,8 @@ func (p *jsonParser) object() (jsonValue, error) {
 
 // str decodes a JSON string at p.i (which holds the opening quote). Escaped lone surrogates are
 // kept as 3-byte generalized UTF-8 so appendJSString can write them back as escapes; raw invalid
-// bytes become U+FFFD.
+// bytes become U+FFFD, or with p.exact stay as they came (a raw 3-byte surrogate is then
+// errRawSurrogate, since it would read back as an escaped one).
 func (p *jsonParser) str() (string, error) {
 	d := p.data
 	p.i++ // opening quote
@@ -379,9 +383,15 @@ func (p *jsonParser) str() (string, error) {
 			p.i++
 		default:
 			r, size := utf8.DecodeRune(d[p.i:])
-			if r == utf8.RuneError && size == 1 {
+			switch {
+			case r == utf8.RuneError && size == 1 && p.exact:
+				if _, ok := surrogateAt(string(d[p.i:min(p.i+3, len(d))]), 0); ok {
+					return "", errRawSurrogate
+				}
+				out = append(out, d[p.i])
+			case r == utf8.RuneError && size == 1:
 				out = append(out, "\uFFFD"...)
-			} else {
+			default:
 				out = append(out, d[p.i:p.i+size]...)
 			}
 			p.i += size

@@ -103,6 +103,9 @@ func TestServeSilentUpstreamTimesOut(t *testing.T) {
 	if resp.StatusCode != http.StatusGatewayTimeout {
 		t.Fatalf("status %d (%q), want 504", resp.StatusCode, body)
 	}
+	if !strings.Contains(string(body), "upstream_idle_timeout_s") {
+		t.Errorf("the 504 does not name the setting that ended it: %q", body)
+	}
 }
 
 // TestServeStreamOutlivesTimeouts: a response that streams for longer than both timeouts,

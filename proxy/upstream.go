@@ -23,6 +23,10 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	if errors.As(err, &ne) && ne.Timeout() || isIdle(r.Context()) {
 		status, typ = http.StatusGatewayTimeout, "timeout_error"
 	}
+	if d, idle := idleFor(r.Context()); idle {
+		// the idle timer cancelled the request: say which limit, not "context canceled"
+		err = fmt.Errorf("no bytes from the upstream for %s (upstream_idle_timeout_s in config.toml, or CONTEXT_PROXY_UPSTREAM_IDLE_TIMEOUT_S)", d)
+	}
 	p.log.Warn("smarter-compact: upstream request failed", "host", r.URL.Host, "err", err.Error())
 	p.upstreamFailure(r, err, status == http.StatusGatewayTimeout)
 	rt, _ := r.Context().Value(routeKey{}).(route)
@@ -50,6 +54,14 @@ func withIdle(ctx context.Context, cancel context.CancelFunc, d time.Duration) c
 	st := &idleState{fired: make(chan struct{}), d: d}
 	st.timer = time.AfterFunc(d, func() { close(st.fired); cancel() })
 	return context.WithValue(ctx, idleKey{}, st)
+}
+
+// idleFor reports whether the request's idle timer fired, and its limit.
+func idleFor(ctx context.Context) (time.Duration, bool) {
+	if !isIdle(ctx) {
+		return 0, false
+	}
+	return ctx.Value(idleKey{}).(*idleState).d, true
 }
 
 func isIdle(ctx context.Context) bool {

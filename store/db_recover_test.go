@@ -130,6 +130,41 @@ func TestSessionDBThatBreaksWhileOpenIsRecoveredOnTheNextSession(t *testing.T) {
 	}
 }
 
+// TestSessionDBOverwrittenWhileConnectedIsRecovered: garbage written over the file of a
+// connected writer (its -wal and -shm still there) is noticed by the next write, not only
+// after the writer parks. Before checkHeader the write went into the WAL without an error and
+// nothing was moved aside (app/e2e's TestE2EFaultCorruptDB had to park the writer first).
+func TestSessionDBOverwrittenWhileConnectedIsRecovered(t *testing.T) {
+	r := newRoot(t)
+	sid := "ses-overwritten"
+	d := mustSession(t, r, sid)
+	if _, err := d.SyncRows(chainRows(t, "t", []string{"user one"}), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(r.Dir(), "sessions", sid+".db")
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte(strings.Repeat("garbage!", 512)), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := d.SyncRows(chainRows(t, "t", []string{"user one", "user two"}), time.Now()); err == nil || !isBroken(err) {
+		t.Fatalf("write to the overwritten file: %v, want SQLite's not-a-database error", err)
+	}
+	d2 := mustSession(t, r, sid)
+	if d2 == d {
+		t.Fatal("Root.Session returned the broken writer again")
+	}
+	if res, err := d2.SyncRows(chainRows(t, "t", []string{"user one", "user two"}), time.Now()); err != nil || res.Inserted != 2 {
+		t.Fatalf("write to the fresh database: %+v, %v", res, err)
+	}
+	if moved, _ := filepath.Glob(path + ".corrupt-*"); len(moved) != 1 {
+		t.Fatalf("moved-aside files %v, want one", moved)
+	}
+}
+
 // chainRows chains texts as rows of one thread ("role text..." picks the role).
 func chainRows(t testing.TB, thread string, texts []string) []RowWrite {
 	t.Helper()

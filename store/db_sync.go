@@ -100,6 +100,9 @@ func (d *DB) SyncRows(rows []RowWrite, now time.Time) (res SyncResult, err error
 	if err := d.use(); err != nil {
 		return SyncResult{}, err
 	}
+	if err := d.checkHeader(); err != nil {
+		return SyncResult{}, fmt.Errorf("sync rows: %w", err)
+	}
 	ctx := context.Background()
 	if err := d.refreshIndex(ctx); err != nil {
 		return SyncResult{}, fmt.Errorf("sync rows: %w", err)

@@ -150,34 +150,46 @@ func parkWriter(t *testing.T, srv *serveProc) {
 	time.Sleep(500 * time.Millisecond) // parking runs on its own goroutine
 }
 
-// TestE2EFaultCorruptDB: the session's .db written over with garbage under a running serve
-// whose writer of the session is parked (a connected writer keeps its pages and WAL and does
-// not read the file again, see the report of issue 16).
-// The next requests are forwarded; the broken file is set aside as <sid>.db.corrupt-<time>
-// with the garbage kept, a fresh database holds the whole conversation in order, and
-// /api/status's health has a store_write entry of class corrupt for the session.
+// TestE2EFaultCorruptDB: the session's .db written over with garbage under a running serve,
+// once while the session's writer is connected and once after it was parked. The next
+// requests are forwarded; the broken file is set aside as <sid>.db.corrupt-<time> with the
+// garbage kept, a fresh database holds the whole conversation in order, and /api/status's
+// health has a store_write entry of class corrupt for the session. The connected case failed
+// before store's checkHeader: the writer kept writing into its WAL, no error, nothing moved.
 func TestE2EFaultCorruptDB(t *testing.T) {
-	const sid = "e2e-fault-corrupt"
-	c := faultServe(t, sid)
-	parkWriter(t, c.srv)
-	garbage := bytes.Repeat([]byte("this is not sqlite\n"), 300)
-	if err := os.WriteFile(c.path(), garbage, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.say("first turn after the garbage")
-	moved, _ := filepath.Glob(c.path() + ".corrupt-*")
-	if len(moved) != 1 {
-		entries, _ := os.ReadDir(filepath.Dir(c.path()))
-		t.Fatalf("moved-aside files %q, want one %s.db.corrupt-<time> (sessions/ holds %v)", moved, sid, entries)
-	}
-	if got, _ := os.ReadFile(moved[0]); !bytes.Equal(got, garbage) {
-		t.Errorf("%s does not hold the garbage (%d bytes, want %d)", filepath.Base(moved[0]), len(got), len(garbage))
-	}
-	c.say("turn after the recovery")
-	c.checkRows("after the recovery")
-	e := c.storeWriteEntry("after the recovery")
-	if e.Class != "corrupt" || !strings.Contains(e.Text, "moved aside") {
-		t.Errorf("store_write entry after the recovery: %+v, want class corrupt saying the file was moved aside", e)
+	for _, tc := range []struct {
+		name string
+		park bool
+	}{{"connected", false}, {"parked", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sid := "e2e-fault-corrupt-" + tc.name
+			c := faultServe(t, sid)
+			if tc.park {
+				parkWriter(t, c.srv)
+			}
+			garbage := bytes.Repeat([]byte("this is not sqlite\n"), 300)
+			if err := os.WriteFile(c.path(), garbage, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c.say("first turn after the garbage")
+			moved, _ := filepath.Glob(c.path() + ".corrupt-*")
+			if len(moved) != 1 {
+				entries, _ := os.ReadDir(filepath.Dir(c.path()))
+				t.Fatalf("moved-aside files %q, want one %s.db.corrupt-<time> (sessions/ holds %v)", moved, sid, entries)
+			}
+			// A connected writer's close checkpoints its WAL into the file it had open, so the
+			// moved file then holds the session's pages over the garbage; only a parked
+			// writer's file is the garbage byte for byte.
+			if got, _ := os.ReadFile(moved[0]); tc.park && !bytes.Equal(got, garbage) {
+				t.Errorf("%s does not hold the garbage (%d bytes, want %d)", filepath.Base(moved[0]), len(got), len(garbage))
+			}
+			c.say("turn after the recovery")
+			c.checkRows("after the recovery")
+			e := c.storeWriteEntry("after the recovery")
+			if e.Class != "corrupt" || !strings.Contains(e.Text, "moved aside") {
+				t.Errorf("store_write entry after the recovery: %+v, want class corrupt saying the file was moved aside", e)
+			}
+		})
 	}
 }
 

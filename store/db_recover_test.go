@@ -91,77 +91,51 @@ func TestBrokenSessionDBIsMovedAsideAndAFreshOneTakesTheRows(t *testing.T) {
 	}
 }
 
-// A writer whose file breaks after it opened (a write reports SQLITE_NOTADB) is recovered by
-// the next Root.Session, not left failing every later write.
+// TestSessionDBThatBreaksWhileOpenIsRecoveredOnTheNextSession: garbage written over the file
+// of an open session, its writer parked (the next write connects again to the broken file) or
+// still connected (its -wal and -shm still there). The next write says not-a-database and the
+// next Root.Session moves the file aside. The connected case failed before checkHeader: the
+// write went into the WAL without an error and nothing was moved aside.
 func TestSessionDBThatBreaksWhileOpenIsRecoveredOnTheNextSession(t *testing.T) {
-	r := newRoot(t)
-	sid := "ses-breaks-later"
-	d := mustSession(t, r, sid)
-	if _, err := d.SyncRows(chainRows(t, "t", []string{"user one"}), time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	d.mu.Lock()
-	_ = d.disconnect() // as if parked; the next write connects again to the broken file
-	d.mu.Unlock()
-	path := filepath.Join(r.Dir(), "sessions", sid+".db")
-	for _, s := range []string{"-wal", "-shm"} {
-		_ = os.Remove(path + s)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte(strings.Repeat("garbage!", 64)), 0); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	if _, err := d.SyncRows(chainRows(t, "t", []string{"user one", "user two"}), time.Now()); err == nil || !isBroken(err) {
-		t.Fatalf("write to the broken file: %v, want SQLite's not-a-database error", err)
-	}
-	d2 := mustSession(t, r, sid)
-	if d2 == d {
-		t.Fatal("Root.Session returned the broken writer again")
-	}
-	if res, err := d2.SyncRows(chainRows(t, "t", []string{"user one", "user two"}), time.Now()); err != nil || res.Inserted != 2 {
-		t.Fatalf("write to the fresh database: %+v, %v", res, err)
-	}
-	if moved, _ := filepath.Glob(path + ".corrupt-*"); len(moved) != 1 {
-		t.Fatalf("moved-aside files %v, want one", moved)
-	}
-}
-
-// TestSessionDBOverwrittenWhileConnectedIsRecovered: garbage written over the file of a
-// connected writer (its -wal and -shm still there) is noticed by the next write, not only
-// after the writer parks. Before checkHeader the write went into the WAL without an error and
-// nothing was moved aside (app/e2e's TestE2EFaultCorruptDB had to park the writer first).
-func TestSessionDBOverwrittenWhileConnectedIsRecovered(t *testing.T) {
-	r := newRoot(t)
-	sid := "ses-overwritten"
-	d := mustSession(t, r, sid)
-	if _, err := d.SyncRows(chainRows(t, "t", []string{"user one"}), time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(r.Dir(), "sessions", sid+".db")
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte(strings.Repeat("garbage!", 512)), 0); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	if _, err := d.SyncRows(chainRows(t, "t", []string{"user one", "user two"}), time.Now()); err == nil || !isBroken(err) {
-		t.Fatalf("write to the overwritten file: %v, want SQLite's not-a-database error", err)
-	}
-	d2 := mustSession(t, r, sid)
-	if d2 == d {
-		t.Fatal("Root.Session returned the broken writer again")
-	}
-	if res, err := d2.SyncRows(chainRows(t, "t", []string{"user one", "user two"}), time.Now()); err != nil || res.Inserted != 2 {
-		t.Fatalf("write to the fresh database: %+v, %v", res, err)
-	}
-	if moved, _ := filepath.Glob(path + ".corrupt-*"); len(moved) != 1 {
-		t.Fatalf("moved-aside files %v, want one", moved)
+	for _, park := range []bool{true, false} {
+		t.Run(map[bool]string{true: "parked", false: "connected"}[park], func(t *testing.T) {
+			r := newRoot(t)
+			sid := "ses-breaks-later"
+			d := mustSession(t, r, sid)
+			if _, err := d.SyncRows(chainRows(t, "t", []string{"user one"}), time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(r.Dir(), "sessions", sid+".db")
+			if park {
+				d.mu.Lock()
+				_ = d.disconnect() // as if parked; the next write connects again to the broken file
+				d.mu.Unlock()
+				for _, s := range []string{"-wal", "-shm"} {
+					_ = os.Remove(path + s)
+				}
+			}
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt([]byte(strings.Repeat("garbage!", 512)), 0); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if _, err := d.SyncRows(chainRows(t, "t", []string{"user one", "user two"}), time.Now()); err == nil || !isBroken(err) {
+				t.Fatalf("write to the broken file: %v, want SQLite's not-a-database error", err)
+			}
+			d2 := mustSession(t, r, sid)
+			if d2 == d {
+				t.Fatal("Root.Session returned the broken writer again")
+			}
+			if res, err := d2.SyncRows(chainRows(t, "t", []string{"user one", "user two"}), time.Now()); err != nil || res.Inserted != 2 {
+				t.Fatalf("write to the fresh database: %+v, %v", res, err)
+			}
+			if moved, _ := filepath.Glob(path + ".corrupt-*"); len(moved) != 1 {
+				t.Fatalf("moved-aside files %v, want one", moved)
+			}
+		})
 	}
 }
 

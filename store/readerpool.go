@@ -78,6 +78,9 @@ type sharedReader struct {
 	version int
 	seen    [2]fileStamp // .db and -wal when version was last read (WAL readers)
 
+	vsmu    sync.Mutex          // guards vstatus
+	vstatus *cachedVectorStatus // Reader.Vectors' last answer and its key (vectors.go); nil until one
+
 	vimu    sync.Mutex   // guards vectors
 	vectors *vectorIndex // the hybrid search's decoded vectors (vectors_index.go); nil until one runs
 

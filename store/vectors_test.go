@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"hash/fnv"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -68,4 +70,56 @@ func TestPutVectorsAndStatus(t *testing.T) {
 	}
 	// The writer still writes after vectors went in through its connection.
 	syncTestRows(t, d, []testRow{{thread: "a", role: "user", text: "one"}, {thread: "a", role: "user", text: "five"}})
+}
+
+// TestVectorStatusCacheFollowsEveryChange: Reader.Vectors answers from the pooled reader's
+// cache while its key holds, so every change that moves a count must move the key: a new
+// message, a new vector, and the last vectors row replaced in place (the embedder giving up on
+// a row it had filled keeps that row's rowid). Each status is checked against the counts read
+// on a fresh, unpooled connection.
+func TestVectorStatusCacheFollowsEveryChange(t *testing.T) {
+	r := newRoot(t)
+	d := mustSession(t, r, "s")
+	syncTestRows(t, d, []testRow{
+		{thread: "a", role: "user", text: "one"},
+		{thread: "a", role: "user", text: "two"},
+	})
+	path := filepath.Join(r.Dir(), "sessions", "s.db")
+	check := func(step string) {
+		t.Helper()
+		got := vectorStatus(t, r, "s", "m")
+		db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		want, err := vectorStatusOf(context.Background(), db, "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s: status %+v, the tables say %+v", step, got, want)
+		}
+	}
+	check("nothing embedded")
+	vectorStatus(t, r, "s", "m") // a second call answers from the cache
+	check("again")
+	if err := d.PutVectors("m", map[int64][]float32{1: {1, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	check("one vector")
+	if err := d.PutVectors("m", map[int64][]float32{2: {0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	check("two vectors")
+	if err := d.PutVectors("m", map[int64][]float32{2: nil}); err != nil { // the last row, given up on
+		t.Fatal(err)
+	}
+	check("the last vector replaced in place")
+	syncTestRows(t, d, []testRow{
+		{thread: "a", role: "user", text: "one"},
+		{thread: "a", role: "user", text: "two"},
+		{thread: "a", role: "user", text: "three"},
+	})
+	check("a new message")
 }

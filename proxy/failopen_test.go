@@ -86,6 +86,10 @@ func TestStoreErrorKeepsTheRewrittenView(t *testing.T) {
 	r := newRig(t, testSettings(1_000_000), fakeupstream.Options{})
 	c := r.client(t, "locked", "claude-opus-5-5")
 	c.userTurn("hello", output(1, 0))
+	// The first turn's queued writes (rows, then its usage event) land before the lock is
+	// taken: a lock taken between them failed the usage event first, and the store logs one
+	// line per class of fault, so the rows' fail-open line never came (a CI flake under load).
+	r.root.SettleAll()
 	// Another connection holds the write lock past the busy timeout.
 	path := filepath.Join(r.root.Dir(), "sessions", "locked.db")
 	other, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=2000") // waits for the first turn's queued writes

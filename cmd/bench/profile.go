@@ -49,6 +49,14 @@ func (p *profiledServe) set(on bool) error {
 	return p.toggle()
 }
 
+// minProfiledWarm and minProfiledCuts are the fewest requests a profile covers: the CPU
+// profiler samples every 10 ms, and a -quick run's 6 warm requests (about 25 ms of CPU) came
+// back with no sample at all now and then, failing TestQuickRun.
+const (
+	minProfiledWarm = 60
+	minProfiledCuts = 15
+)
+
 // profileServe drives the profiled serve, serve arm only: the 120k warm stream and the 120k
 // new-cut stream (CPU profiled, the sessions' first requests left out), then one round of
 // the largest concurrency level, during which it takes the live heap.
@@ -70,11 +78,11 @@ func profileServe(ctx context.Context, r *rig, tmp string, cfg serveConfig, pl o
 	}
 	tokens := 120_000
 
-	if err := profileWarm(ctx, p, send, pl.WarmN[tokens], tokens); err != nil {
+	if err := profileWarm(ctx, p, send, max(pl.WarmN[tokens], minProfiledWarm), tokens); err != nil {
 		return nil, err
 	}
 	warmFiles := p.files
-	if err := profileCuts(ctx, p, send, pl.CutN[tokens], tokens); err != nil {
+	if err := profileCuts(ctx, p, send, max(pl.CutN[tokens], minProfiledCuts), tokens); err != nil {
 		return nil, err
 	}
 	if err := profileLiveHeap(p, send, pl); err != nil {

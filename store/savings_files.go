@@ -13,14 +13,19 @@ import (
 // and a path lookup per line. A Root keeps at most maxOpenSavings of these files open for
 // appending, least recently used closed first. A session's file is also closed when its
 // writer parks or closes (writers.go), before retention deletes it (Windows refuses to delete
-// an open file; elsewhere the lines would go to the deleted file) and on Root.Close. Each line
-// is still one write with O_APPEND, under the file's lock, so concurrent appends do not
-// interleave.
+// an open file; elsewhere the lines would go to the deleted file) and on Root.Close.
+//
+// Each line is one write with O_APPEND, and a path has at most one open handle at any moment:
+// a handle is closed while savingsFiles.mu is held, so no second one can be opened beside it,
+// and the open-write-close of a path that is not kept open runs under that lock too. O_APPEND
+// alone is not enough: under wine two handles appending to one file overwrite each other's
+// lines (the CI run of stop 22 found a torn record), and Windows documents no atomicity for
+// appends from separate handles.
 const maxOpenSavings = 32
 
 // savingsFiles is a Root's open savings files, by path. The zero value is ready; it is safe
-// for concurrent use. Lock order: savingsFiles.mu, then savingsFile.mu is never taken while
-// holding it; a file is closed outside savingsFiles.mu under its own lock.
+// for concurrent use. Lock order: savingsFiles.mu before savingsFile.mu (a file is closed
+// holding both); a write holds only its file's lock.
 type savingsFiles struct {
 	mu      sync.Mutex
 	open    map[string]*savingsFile
@@ -43,13 +48,9 @@ type savingsFile struct {
 // write, creating it mode 600, through the kept-open handle when there is one.
 func (s *savingsFiles) appendLine(path string, line []byte) error {
 	for {
-		h, victims, err := s.handle(path)
-		closeSavings(victims)
-		if err != nil {
+		h, err := s.handle(path, line)
+		if err != nil || h == nil {
 			return err
-		}
-		if h == nil { // closed Root or retention deleting path: open, write, close
-			return appendOnce(path, line)
 		}
 		h.mu.Lock()
 		if h.f == nil { // closed between handle and here: take a fresh one
@@ -62,21 +63,23 @@ func (s *savingsFiles) appendLine(path string, line []byte) error {
 	}
 }
 
-// handle returns the open file of path, opening it when missing, and the files to close to
-// stay within the bound; nil when path is not to be kept open.
-func (s *savingsFiles) handle(path string) (*savingsFile, []*savingsFile, error) {
+// handle returns the open file of path, opening it when missing and closing the least
+// recently used ones beyond the bound. When path is not to be kept open (closed Root, or
+// retention deleting it) it writes line itself with an open-write-close, under s.mu so that
+// it never runs beside another handle of path, and returns nil.
+func (s *savingsFiles) handle(path string, line []byte) (*savingsFile, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.blocked[path] > 0 {
-		return nil, nil, nil
+		return nil, appendOnce(path, line)
 	}
 	if h := s.open[path]; h != nil {
 		s.lru.MoveToFront(h.elem)
-		return h, nil, nil
+		return h, nil
 	}
 	f, err := openAppend(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if s.open == nil {
 		s.open = map[string]*savingsFile{}
@@ -88,33 +91,31 @@ func (s *savingsFiles) handle(path string) (*savingsFile, []*savingsFile, error)
 	if max <= 0 {
 		max = maxOpenSavings
 	}
-	var victims []*savingsFile
 	for len(s.open) > max {
 		v := s.lru.Remove(s.lru.Back()).(*savingsFile)
 		delete(s.open, v.path)
-		victims = append(victims, v)
+		v.close() // under s.mu: v.path gets no new handle until v's is closed
 	}
-	return h, victims, nil
+	return h, nil
 }
 
-// forget takes path out of the set (s.mu held) and returns its file to close, if open.
-func (s *savingsFiles) forget(path string) []*savingsFile {
+// forget takes path out of the set and closes its file, if open; s.mu is held.
+func (s *savingsFiles) forget(path string) {
 	h := s.open[path]
 	if h == nil {
-		return nil
+		return
 	}
 	s.lru.Remove(h.elem)
 	delete(s.open, path)
-	return []*savingsFile{h}
+	h.close()
 }
 
 // release closes the file of path, if open (its writer parked or closed); the next append
 // opens it again.
 func (s *savingsFiles) release(path string) {
 	s.mu.Lock()
-	victims := s.forget(path)
-	s.mu.Unlock()
-	closeSavings(victims)
+	defer s.mu.Unlock()
+	s.forget(path)
 }
 
 // evict closes the file of path and keeps it closed until the returned func runs: retention
@@ -125,9 +126,8 @@ func (s *savingsFiles) evict(path string) (unblock func()) {
 		s.blocked = map[string]int{}
 	}
 	s.blocked[path]++
-	victims := s.forget(path)
+	s.forget(path) // waits for a write in flight
 	s.mu.Unlock()
-	closeSavings(victims) // waits for a write in flight
 	return func() {
 		s.mu.Lock()
 		if s.blocked[path]--; s.blocked[path] <= 0 {
@@ -140,15 +140,15 @@ func (s *savingsFiles) evict(path string) (unblock func()) {
 // closeAll closes every open file (Root.Close); later appends open and close the file.
 func (s *savingsFiles) closeAll() error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.closed = true
-	victims := make([]*savingsFile, 0, len(s.open))
+	var errs []error
 	for _, h := range s.open {
-		victims = append(victims, h)
+		errs = append(errs, h.close())
 	}
 	s.open = nil
 	s.lru.Init()
-	s.mu.Unlock()
-	return closeSavings(victims)
+	return errors.Join(errs...)
 }
 
 // openCount is how many savings files are open (tests).
@@ -158,18 +158,17 @@ func (s *savingsFiles) openCount() int {
 	return len(s.open)
 }
 
-// closeSavings closes hs, each after the write in flight on it, and joins their errors.
-func closeSavings(hs []*savingsFile) error {
-	var errs []error
-	for _, h := range hs {
-		h.mu.Lock()
-		if h.f != nil {
-			errs = append(errs, h.f.Close())
-			h.f = nil
-		}
-		h.mu.Unlock()
+// close closes h's file after the write in flight on it; later writers find f nil and take
+// a fresh handle.
+func (h *savingsFile) close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.f == nil {
+		return nil
 	}
-	return errors.Join(errs...)
+	err := h.f.Close()
+	h.f = nil
+	return err
 }
 
 func openAppend(path string) (*os.File, error) {

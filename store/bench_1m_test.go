@@ -17,17 +17,20 @@ import (
 // TestMain removes what the benchmarks built once for the whole run (bench1M).
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if bench1M.dir != "" {
+	if bench1M.dir != "" && !bench1M.kept {
 		_ = os.RemoveAll(bench1M.dir)
 	}
 	os.Exit(code)
 }
 
 // bench1M is the 1,000,000-row session of BenchmarkSearchLexical1M, built once per run in a
-// temporary directory (removed by TestMain).
+// temporary directory (removed by TestMain). With STORE_BENCH_1M_DIR set it lives in that
+// directory instead, is built only when the directory holds no session yet and is kept, so
+// the base and head binaries of an interleaved comparison read the same file.
 var bench1M struct {
 	once  sync.Once
 	dir   string
+	kept  bool   // the directory is STORE_BENCH_1M_DIR's
 	path  string // the session's database
 	build time.Duration
 	err   error
@@ -65,8 +68,12 @@ func open1M(b *testing.B) *Root {
 	b.Helper()
 	bench1M.once.Do(func() {
 		start := time.Now()
-		bench1M.dir, bench1M.err = os.MkdirTemp("", "store-bench-1m-")
-		if bench1M.err != nil {
+		if dir := os.Getenv("STORE_BENCH_1M_DIR"); dir != "" {
+			bench1M.dir, bench1M.kept = dir, true
+			if bench1M.err = os.MkdirAll(dir, 0o700); bench1M.err != nil {
+				return
+			}
+		} else if bench1M.dir, bench1M.err = os.MkdirTemp("", "store-bench-1m-"); bench1M.err != nil {
 			return
 		}
 		r, err := Open(filepath.Join(bench1M.dir, "context"))
@@ -81,6 +88,10 @@ func open1M(b *testing.B) *Root {
 			return
 		}
 		bench1M.path = d.Path()
+		built := filepath.Join(bench1M.dir, "built")
+		if _, err := os.Stat(built); err == nil {
+			return // kept from an earlier run (STORE_BENCH_1M_DIR)
+		}
 		rng := rand.New(rand.NewPCG(1, 1))
 		prev, thread := "", ""
 		rows := make([]RowWrite, 0, 500)
@@ -101,6 +112,9 @@ func open1M(b *testing.B) *Root {
 			}
 		}
 		bench1M.build = time.Since(start)
+		if bench1M.kept {
+			bench1M.err = os.WriteFile(built, nil, 0o600)
+		}
 	})
 	if bench1M.err != nil {
 		b.Fatal(bench1M.err)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,17 +18,20 @@ import (
 // TestMain removes what the benchmarks built once for the whole run (bench1M).
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if bench1M.dir != "" {
+	if bench1M.dir != "" && !bench1M.kept {
 		_ = os.RemoveAll(bench1M.dir)
 	}
 	os.Exit(code)
 }
 
 // bench1M is the 1,000,000-row session of BenchmarkSearchLexical1M, built once per run in a
-// temporary directory (removed by TestMain).
+// temporary directory (removed by TestMain). With STORE_BENCH_1M_DIR set it lives in that
+// directory instead, is built only when the directory holds no session yet and is kept, so
+// the base and head binaries of an interleaved comparison read the same file.
 var bench1M struct {
 	once  sync.Once
 	dir   string
+	kept  bool   // the directory is STORE_BENCH_1M_DIR's
 	path  string // the session's database
 	build time.Duration
 	err   error
@@ -65,8 +69,12 @@ func open1M(b *testing.B) *Root {
 	b.Helper()
 	bench1M.once.Do(func() {
 		start := time.Now()
-		bench1M.dir, bench1M.err = os.MkdirTemp("", "store-bench-1m-")
-		if bench1M.err != nil {
+		if dir := os.Getenv("STORE_BENCH_1M_DIR"); dir != "" {
+			bench1M.dir, bench1M.kept = dir, true
+			if bench1M.err = os.MkdirAll(dir, 0o700); bench1M.err != nil {
+				return
+			}
+		} else if bench1M.dir, bench1M.err = os.MkdirTemp("", "store-bench-1m-"); bench1M.err != nil {
 			return
 		}
 		r, err := Open(filepath.Join(bench1M.dir, "context"))
@@ -81,6 +89,10 @@ func open1M(b *testing.B) *Root {
 			return
 		}
 		bench1M.path = d.Path()
+		built := filepath.Join(bench1M.dir, "built")
+		if _, err := os.Stat(built); err == nil {
+			return // kept from an earlier run (STORE_BENCH_1M_DIR)
+		}
 		rng := rand.New(rand.NewPCG(1, 1))
 		prev, thread := "", ""
 		rows := make([]RowWrite, 0, 500)
@@ -101,6 +113,9 @@ func open1M(b *testing.B) *Root {
 			}
 		}
 		bench1M.build = time.Since(start)
+		if bench1M.kept {
+			bench1M.err = os.WriteFile(built, nil, 0o600)
+		}
 	})
 	if bench1M.err != nil {
 		b.Fatal(bench1M.err)
@@ -161,5 +176,84 @@ func BenchmarkSearchLexical1M(b *testing.B) {
 			reportLatency(b, ds)
 			b.ReportMetric(float64(res.TotalMatches), "matches")
 		})
+	}
+}
+
+// BenchmarkRankWords1M compares the hit ranking of a words query two ways on bench1M's
+// session, in one process and alternated sample by sample (so the machine's load falls on
+// both alike): rankAll, the one statement, and rankHits, which takes the tiered path when at
+// most one word is common (search_rank.go). The queries are BenchmarkSearchLexical1M's, with
+// smart_compact_search's default roles (user and tool) and without; each sample checks that
+// both rankings are identical (rows, order, matched words, bm25 bit for bit). It reports
+// each way's p50 and p99 in milliseconds.
+func BenchmarkRankWords1M(b *testing.B) {
+	r := open1M(b)
+	rd, err := r.OpenReader("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rd.Close()
+	c, err := rd.conn()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, roles := range [][]string{nil, {"user", "tool"}} {
+		for _, name := range []string{"rare_and_common", "common_word"} {
+			b.Run(fmt.Sprintf("%s/roles=%d", name, len(roles)), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(2, 2))
+				query := func() string {
+					svc := bench1MServices[rng.IntN(len(bench1MServices))]
+					if name == "common_word" {
+						return svc
+					}
+					return fmt.Sprintf("r-%08x-1 %s", 3*rng.IntN(bench1MRows/3)+2, svc)
+				}
+				var all, tiers []time.Duration
+				for b.Loop() {
+					for i := range latencySamples / 4 {
+						q := newRankQuery(SearchOptions{Roles: roles}, queryWords(query()))
+						var want, got []rankedRow
+						runAll := func() {
+							t := time.Now()
+							if want, err = rankAll(ctx, c, q, DefaultSearchLimit); err != nil {
+								b.Fatal(err)
+							}
+							all = append(all, time.Since(t))
+						}
+						runHits := func() {
+							t := time.Now()
+							hits, err := rankHits(ctx, c, q, DefaultSearchLimit)
+							if err != nil {
+								b.Fatal(err)
+							}
+							tiers = append(tiers, time.Since(t))
+							got = got[:0]
+							for _, h := range hits {
+								got = append(got, rankedRow{seq: h.Seq, matched: h.MatchedTerms, score: h.Rank})
+							}
+						}
+						if i%2 == 0 {
+							runAll()
+							runHits()
+						} else {
+							runHits()
+							runAll()
+						}
+						if d := diffRanked(got, want); d != "" {
+							b.Fatalf("query %v: %s", q.phrases, d)
+						}
+					}
+				}
+				pct := func(ds []time.Duration, p float64) float64 {
+					slices.Sort(ds)
+					return float64(ds[min(len(ds)-1, int(p*float64(len(ds))))]) / float64(time.Millisecond)
+				}
+				b.ReportMetric(pct(all, 0.5), "all-p50-ms")
+				b.ReportMetric(pct(all, 0.99), "all-p99-ms")
+				b.ReportMetric(pct(tiers, 0.5), "tiers-p50-ms")
+				b.ReportMetric(pct(tiers, 0.99), "tiers-p99-ms")
+			})
+		}
 	}
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode"
 )
@@ -68,24 +67,29 @@ func anyWordQuery(words []string) string {
 	return strings.Join(phrases, " OR ")
 }
 
+// newRankQuery is the FTS5 phrases of words and the messages join and filter of o's roles
+// and in_context.
+func newRankQuery(o SearchOptions, words []string) rankQuery {
+	q := rankQuery{phrases: make([]string, len(words))}
+	for i, w := range words {
+		q.phrases[i] = ftsString(w)
+	}
+	if len(o.Roles) > 0 || o.InContext != nil {
+		q.join = " JOIN messages m ON m.seq = messages_fts.rowid"
+	}
+	q.filter, q.fargs = where(o, "m.role", nil)
+	return q
+}
+
 func searchQuery(ctx context.Context, db conn, o SearchOptions, words []string) (SearchResult, error) {
 	var res SearchResult
-	phrases := make([]string, len(words))
-	for i, w := range words {
-		phrases[i] = ftsString(w)
-	}
-	anyWord := strings.Join(phrases, " OR ")
-	everyWord := strings.Join(phrases, " AND ")
-
-	join := ""
-	if len(o.Roles) > 0 || o.InContext != nil {
-		join = " JOIN messages m ON m.seq = messages_fts.rowid"
-	}
-	filter, fargs := where(o, "m.role", nil)
+	rq := newRankQuery(o, words)
+	anyWord := strings.Join(rq.phrases, " OR ")
+	everyWord := strings.Join(rq.phrases, " AND ")
 
 	// Total.
-	args := append([]any{anyWord}, fargs...)
-	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM messages_fts"+join+" WHERE messages_fts MATCH ?"+filter, args...).Scan(&res.TotalMatches); err != nil {
+	args := append([]any{anyWord}, rq.fargs...)
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM messages_fts"+rq.join+" WHERE messages_fts MATCH ?"+rq.filter, args...).Scan(&res.TotalMatches); err != nil {
 		return res, fmt.Errorf("count matches: %w", err)
 	}
 
@@ -107,44 +111,11 @@ func searchQuery(ctx context.Context, db conn, o SearchOptions, words []string) 
 		return res, nil
 	}
 
-	// Hits: matched words are counted in SQL, one IN (word's rows) per word, so only the
-	// best Limit rows come back. ?1…?n are the words, ?n+1 the any-word expression.
-	n := len(words)
-	args = make([]any, 0, n+2+len(fargs))
-	matched := "1"
-	if n > 1 {
-		parts := make([]string, n)
-		for i := range words {
-			parts[i] = "(messages_fts.rowid IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?" + strconv.Itoa(i+1) + "))"
-		}
-		matched = strings.Join(parts, " + ")
-		for _, p := range phrases {
-			args = append(args, p)
-		}
-	}
-	args = append(args, anyWord)
-	args = append(args, fargs...)
-	args = append(args, o.Limit)
-	q := "SELECT messages_fts.rowid, " + matched + " AS matched, bm25(messages_fts) AS score FROM messages_fts" + join +
-		" WHERE messages_fts MATCH ?" + strconv.Itoa(len(args)-len(fargs)-1) + numbered(filter, len(args)-len(fargs)) +
-		" ORDER BY matched DESC, score, messages_fts.rowid DESC LIMIT ?" + strconv.Itoa(len(args))
-	rows, err := db.QueryContext(ctx, q, args...)
+	hits, err := rankHits(ctx, db, rq, o.Limit)
 	if err != nil {
-		return res, fmt.Errorf("rank matches: %w", err)
+		return res, err
 	}
-	for rows.Next() {
-		var h Hit
-		if err := rows.Scan(&h.Seq, &h.MatchedTerms, &h.Rank); err != nil {
-			rows.Close()
-			return res, fmt.Errorf("rank matches: %w", err)
-		}
-		res.Hits = append(res.Hits, h)
-	}
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return res, fmt.Errorf("rank matches: %w", err)
-	}
-	rows.Close()
+	res.Hits = hits
 
 	if o.KeysOnly {
 		return res, nil

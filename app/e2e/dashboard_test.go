@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/pelletier/go-toml/v2"
 
 	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
@@ -439,13 +438,8 @@ func waitConfigAgent(t *testing.T, path, agent string, want bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var f struct {
-			ContextProxy struct {
-				Agents map[string]bool `toml:"agents"`
-			} `toml:"context_proxy"`
-		}
-		err = toml.Unmarshal(raw, &f)
-		v, ok := f.ContextProxy.Agents[agent]
+		agents, err := configAgents(raw)
+		v, ok := agents[agent]
 		if err == nil && ok && v == want {
 			if !strings.Contains(string(raw), dashComment) {
 				t.Errorf("config.toml lost its comment on the switch:\n%s", raw)

@@ -189,13 +189,8 @@ type storeRig struct {
 func newStoreRig(t *testing.T) *storeRig {
 	t.Helper()
 	base := t.TempDir()
-	r := &storeRig{dir: filepath.Join(base, "context"), repo: filepath.Join(base, "repo")}
-	r.workspace = filepath.Join(r.repo, "sub", "dir")
-	for _, d := range []string{filepath.Join(r.repo, ".git"), r.workspace} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r := &storeRig{dir: filepath.Join(base, "context")}
+	r.repo, r.workspace = mcptest.Workspace(t, base)
 	var err error
 	if r.writer, err = store.Open(r.dir); err != nil {
 		t.Fatal(err)

@@ -49,22 +49,8 @@ func TestBinaryStdio(t *testing.T) {
 	t.Run("stdout carries JSON-RPC only", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, "mcp")
-		cmd.Dir = r.workspace
-		cmd.Env = append(os.Environ(), env...)
 		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, stdin, stdout := startMCPStdio(ctx, t, bin, r.workspace, env, &stderr)
 		requests := []string{
 			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"purity","version":"1"}}}`,
 			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -73,11 +59,7 @@ func TestBinaryStdio(t *testing.T) {
 			`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"smart_compact_search","arguments":{"query":"0x3f2a"}}}`,
 			`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"smart_compact_get","arguments":{"id":"nothex"}}}`,
 		}
-		for _, req := range requests {
-			if _, err := io.WriteString(stdin, req+"\n"); err != nil {
-				t.Fatal(err)
-			}
-		}
+		writeLines(t, stdin, requests...)
 		// Read until every request has its answer, then close stdin like an agent that quits.
 		var lines []string
 		answered := map[float64]map[string]any{}
@@ -147,6 +129,38 @@ func TestBinaryStdio(t *testing.T) {
 	// Both runs appended to the same tool-calls.jsonl.
 	if n := len(mcptest.Telemetry(t, r.dir)); n < 4 {
 		t.Errorf("tool-calls.jsonl has %d lines, want at least 4", n)
+	}
+}
+
+// startMCPStdio starts `bin mcp` in dir with env added to the test's environment and stderr
+// going to stderr, and returns it with its stdin and stdout pipes; ctx ends it.
+func startMCPStdio(ctx context.Context, t *testing.T, bin, dir string, env []string, stderr io.Writer) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, "mcp")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, stdout
+}
+
+// writeLines writes each line and a newline to w (JSON-RPC over stdio: one message a line).
+func writeLines(t *testing.T, w io.Writer, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		if _, err := io.WriteString(w, l+"\n"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -284,34 +298,16 @@ func mcpSearch(t *testing.T, bin, stateDir, cwd string, args map[string]any) str
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "mcp")
-	cmd.Dir = cwd
 	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "SMARTER_COMPACT_STATE_DIR="+stateDir, "HOME="+home)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, stdout := startMCPStdio(ctx, t, bin, cwd, []string{"SMARTER_COMPACT_STATE_DIR=" + stateDir, "HOME=" + home}, &stderr)
 	call, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call",
 		"params": map[string]any{"name": "smart_compact_search", "arguments": args}})
-	for _, req := range []string{
+	writeLines(t, stdin,
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		string(call),
-	} {
-		if _, err := io.WriteString(stdin, req+"\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	result := ""

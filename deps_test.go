@@ -31,7 +31,6 @@ var importRules = map[string][]string{
 	"cmd":                        {"*"},
 	"store":                      {},
 	"store/embedding":            {"store"},
-	"store/embedding/embedtest":  {}, // test-only: the fake embedding model of the tests
 	"store/storetest":            {"store"},
 	"store/storetest/wine":       {}, // test-only: the wine delete fallback of .ci/test-windows
 	"store/savings":              {"store"},

@@ -4,8 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-
-	"github.com/smarter-compact/smarter-compact/store/embedding/embedtest"
 )
 
 func TestSearchHybrid(t *testing.T) {
@@ -21,7 +19,7 @@ func TestSearchHybrid(t *testing.T) {
 	vecs := map[int64][]float32{}
 	for seq, text := range map[int64]string{1: "the cache eviction policy is LRU", 2: "cache eviction least recently used policy",
 		3: "LRU mentioned alone", 4: "unrelated weather talk", 5: "cache eviction policy again"} {
-		vecs[seq] = embedtest.Vector(text)
+		vecs[seq] = fakeVector(text)
 	}
 	if err := d.PutVectors("m", vecs); err != nil {
 		t.Fatal(err)
@@ -30,7 +28,7 @@ func TestSearchHybrid(t *testing.T) {
 		t.Fatal(err)
 	}
 	rd := mustReader(t, r, "s")
-	q := embedtest.Vector("LRU cache eviction policy")
+	q := fakeVector("LRU cache eviction policy")
 	res, err := rd.Search(context.Background(), SearchOptions{Query: "LRU", Roles: []string{"user", "tool"}, QueryVector: q, VectorModel: "m"})
 	if err != nil {
 		t.Fatal(err)

@@ -3,10 +3,25 @@ package store
 import (
 	"context"
 	"database/sql"
+	"hash/fnv"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
+
+// fakeVector is a bag-of-words embedding: each lower-cased word adds 1 to one of 16 dims, so
+// texts sharing words are near by cosine.
+func fakeVector(text string) []float32 {
+	v := make([]float32, 16)
+	for _, w := range strings.Fields(strings.ToLower(text)) {
+		h := fnv.New32a()
+		h.Write([]byte(strings.Trim(w, ".,;:!?\"'")))
+		v[h.Sum32()%16]++
+	}
+	v[15] += 0.01 // never the zero vector
+	return v
+}
 
 func vectorStatus(t testing.TB, r *Root, sid, model string) VectorStatus {
 	t.Helper()

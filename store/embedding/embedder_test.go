@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -17,9 +18,21 @@ import (
 	"unicode/utf8"
 
 	"github.com/smarter-compact/smarter-compact/store"
-	"github.com/smarter-compact/smarter-compact/store/embedding/embedtest"
 	"github.com/smarter-compact/smarter-compact/store/storetest"
 )
+
+// fakeVector is a bag-of-words embedding: each lower-cased word adds 1 to one of 16 dims, so
+// texts sharing words are near by cosine.
+func fakeVector(text string) []float32 {
+	v := make([]float32, 16)
+	for _, w := range strings.Fields(strings.ToLower(text)) {
+		h := fnv.New32a()
+		h.Write([]byte(strings.Trim(w, ".,;:!?\"'")))
+		v[h.Sum32()%16]++
+	}
+	v[15] += 0.01 // never the zero vector
+	return v
+}
 
 // fakeEmbeddings is an OpenAI-compatible /embeddings endpoint. It is a real HTTP server on
 // 127.0.0.1, so the tests that use it stay on the real clock: a synctest bubble cannot see
@@ -80,7 +93,7 @@ func newFakeEmbeddings(t testing.TB) *fakeEmbeddings {
 			Data []item `json:"data"`
 		}
 		for i, in := range req.Input {
-			out.Data = append(out.Data, item{"embedding", i, embedtest.Vector(in)})
+			out.Data = append(out.Data, item{"embedding", i, fakeVector(in)})
 		}
 		slices.Reverse(out.Data) // order comes from index, not position
 		w.Header().Set("Content-Type", "application/json")
@@ -177,7 +190,7 @@ func TestEmbedClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(vecs) != 2 || !slices.Equal(vecs[0], embedtest.Vector("alpha beta")) || !slices.Equal(vecs[1], embedtest.Vector("gamma")) {
+	if len(vecs) != 2 || !slices.Equal(vecs[0], fakeVector("alpha beta")) || !slices.Equal(vecs[1], fakeVector("gamma")) {
 		t.Errorf("vectors not in input order: %v", vecs)
 	}
 	f.set(func() {

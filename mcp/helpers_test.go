@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,13 +32,8 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	base := t.TempDir()
-	r := &rig{dir: filepath.Join(base, "context"), repo: filepath.Join(base, "repo")}
-	r.workspace = filepath.Join(r.repo, "sub", "dir")
-	for _, d := range []string{filepath.Join(r.repo, ".git"), r.workspace} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r := &rig{dir: filepath.Join(base, "context")}
+	r.repo, r.workspace = mcptest.Workspace(t, base)
 	r.writer = storetest.OpenRootAt(t, r.dir)
 	reader := storetest.OpenRootAt(t, r.dir)
 	r.srv = New(reader, Options{Workspace: r.workspace, Now: func() time.Time { return fixedNow }, Version: "test"})

@@ -35,10 +35,10 @@ var chainHeaders = map[string]string{"X-Gateway-Team": "agents-e2e"}
 // binaries this version and its base URL answering; `uninstall` gives the agent's config
 // file back byte for byte.
 func TestE2EChainedCredentials(t *testing.T) {
-	codex := findCLI(t, envCodex, "codex", "@openai/codex@"+codexVersion)
-	opencode := findCLI(t, envOpenCode, "opencode", "opencode-ai@"+openCodeVersion)
-	logCLIVersion(t, "Codex CLI", codex, codexVersion)
-	logCLIVersion(t, "OpenCode", opencode, openCodeVersion)
+	codex := codexCLI.find(t)
+	opencode := openCodeCLI.find(t)
+	codexCLI.logVersion(t, codex)
+	openCodeCLI.logVersion(t, opencode)
 	bin := buildBinary(t)
 
 	t.Run("codex", func(t *testing.T) {

@@ -50,8 +50,7 @@ var e2eTurns = []e2eTurn{
 // and, from the first trim on, the pointer, and that the session database holds every
 // message with the trimmed ones out of context.
 func TestE2EClaudeCodeTrims(t *testing.T) {
-	claude := findCLI(t, envClaude, "claude", "@anthropic-ai/claude-code@"+claudeVersion)
-	logCLIVersion(t, "Claude Code", claude, claudeVersion)
+	claude := claudeCLI.findLogged(t)
 	bin := buildBinary(t)
 	for _, tc := range []struct {
 		model string

@@ -29,8 +29,7 @@ const codexModel = "gpt-5-codex"
 // one from the call it came with is rejected upstream. See checkTrimmedSession for what it
 // checks.
 func TestE2ECodexTrims(t *testing.T) {
-	codex := findCLI(t, envCodex, "codex", "@openai/codex@"+codexVersion)
-	logCLIVersion(t, "Codex CLI", codex, codexVersion)
+	codex := codexCLI.findLogged(t)
 	bin := buildBinary(t)
 
 	work := filepath.Join(t.TempDir(), "work")

@@ -45,7 +45,7 @@ func TestE2EFirstHour(t *testing.T) {
 	if exec.Command("dpkg", "-s", "smarter-compact").Run() == nil {
 		t.Skip("smarter-compact is already installed on this machine; the test does not replace it")
 	}
-	claude := findCLI(t, envClaude, "claude", "@anthropic-ai/claude-code@"+claudeVersion)
+	claude := claudeCLI.find(t)
 	const bin = "/usr/bin/smarter-compact"
 
 	root := t.TempDir()

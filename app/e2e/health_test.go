@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/godbus/dbus/v5"
 
 	"github.com/smarter-compact/smarter-compact/assets"
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
@@ -213,7 +212,7 @@ func TestE2EHealthTray(t *testing.T) {
 		}
 	}
 	tc.checkIcon(t, assets.TrayError, 2*time.Second)
-	var last problemItem
+	var last menuItem
 	if !waitFor(2*time.Second, func() bool {
 		last = findProblemItem(t, tc)
 		return last.visible && strings.Contains(last.label, "Upstream "+upHost+" fails")
@@ -234,44 +233,16 @@ func TestE2EHealthTray(t *testing.T) {
 	}
 }
 
-// problemItem is the tray's problem line as dbusmenu shows it.
-type problemItem struct {
-	id      int32
-	label   string
-	visible bool
-}
-
 // findProblemItem returns the second item of the menu (after the status line), which must
 // be the problem line.
-func findProblemItem(t *testing.T, tc *trayClient) problemItem {
+func findProblemItem(t *testing.T, tc *trayClient) menuItem {
 	t.Helper()
-	var rev uint32
-	var root struct {
-		ID       int32
-		Props    map[string]dbus.Variant
-		Children []dbus.Variant
+	items := tc.items(t)
+	if len(items) < 2 {
+		t.Fatalf("the menu has %d items", len(items))
 	}
-	if err := tc.menu.Call(dbusmenu+".GetLayout", 0, int32(0), int32(-1), []string{}).Store(&rev, &root); err != nil {
-		t.Fatalf("GetLayout: %v", err)
+	if !strings.HasPrefix(items[1].label, "Problem") {
+		t.Fatalf("the menu's second item is %q, not the problem line", items[1].label)
 	}
-	if len(root.Children) < 2 {
-		t.Fatalf("the menu has %d items", len(root.Children))
-	}
-	fields, _ := root.Children[1].Value().([]any)
-	if len(fields) != 3 {
-		t.Fatalf("GetLayout: item 2 is %v", root.Children[1].Value())
-	}
-	id, _ := fields[0].(int32)
-	props, _ := fields[1].(map[string]dbus.Variant)
-	it := problemItem{id: id, visible: true}
-	if v, ok := props["label"].Value().(string); ok {
-		it.label = v
-	}
-	if v, ok := props["visible"].Value().(bool); ok {
-		it.visible = v
-	}
-	if !strings.HasPrefix(it.label, "Problem") {
-		t.Fatalf("the menu's second item is %q, not the problem line", it.label)
-	}
-	return it
+	return items[1]
 }

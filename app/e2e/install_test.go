@@ -31,12 +31,12 @@ import (
 // same runs no longer reach serve: they try the default API hosts, which the test's stand-in
 // for the internet refuses.
 func TestE2EInstall(t *testing.T) {
-	claude := findCLI(t, envClaude, "claude", "@anthropic-ai/claude-code@"+claudeVersion)
-	codex := findCLI(t, envCodex, "codex", "@openai/codex@"+codexVersion)
-	opencode := findCLI(t, envOpenCode, "opencode", "opencode-ai@"+openCodeVersion)
-	logCLIVersion(t, "Claude Code", claude, claudeVersion)
-	logCLIVersion(t, "Codex CLI", codex, codexVersion)
-	logCLIVersion(t, "OpenCode", opencode, openCodeVersion)
+	claude := claudeCLI.find(t)
+	codex := codexCLI.find(t)
+	opencode := openCodeCLI.find(t)
+	claudeCLI.logVersion(t, claude)
+	codexCLI.logVersion(t, codex)
+	openCodeCLI.logVersion(t, opencode)
 	bin := buildBinary(t)
 
 	fake := fakeupstream.Start(t, fakeupstream.Options{Reply: installReply, APIKey: "dummy-key"})

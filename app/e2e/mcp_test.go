@@ -2,8 +2,9 @@
 
 package e2e_test
 
-// `smarter-compact mcp` as an agent runs it: the real binary's stdio MCP server over a
-// context store the test seeds through the store package (as the proxy would have written it).
+// `smarter-compact mcp` as an agent runs it: the real binary's stdio MCP server, over a
+// context store the test seeds through the store package (as the proxy would have written
+// it), and over the store of a live Claude Code session the moment its last reply is in.
 
 import (
 	"bufio"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/smarter-compact/smarter-compact/mcp"
 	"github.com/smarter-compact/smarter-compact/mcp/mcptest"
+	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/store/storetest"
 )
@@ -47,22 +49,8 @@ func TestBinaryStdio(t *testing.T) {
 	t.Run("stdout carries JSON-RPC only", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, "mcp")
-		cmd.Dir = r.workspace
-		cmd.Env = append(os.Environ(), env...)
 		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, stdin, stdout := startMCPStdio(ctx, t, bin, r.workspace, env, &stderr)
 		requests := []string{
 			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"purity","version":"1"}}}`,
 			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -71,11 +59,7 @@ func TestBinaryStdio(t *testing.T) {
 			`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"smart_compact_search","arguments":{"query":"0x3f2a"}}}`,
 			`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"smart_compact_get","arguments":{"id":"nothex"}}}`,
 		}
-		for _, req := range requests {
-			if _, err := io.WriteString(stdin, req+"\n"); err != nil {
-				t.Fatal(err)
-			}
-		}
+		writeLines(t, stdin, requests...)
 		// Read until every request has its answer, then close stdin like an agent that quits.
 		var lines []string
 		answered := map[float64]map[string]any{}
@@ -148,6 +132,38 @@ func TestBinaryStdio(t *testing.T) {
 	}
 }
 
+// startMCPStdio starts `bin mcp` in dir with env added to the test's environment and stderr
+// going to stderr, and returns it with its stdin and stdout pipes; ctx ends it.
+func startMCPStdio(ctx context.Context, t *testing.T, bin, dir string, env []string, stderr io.Writer) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, "mcp")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, stdout
+}
+
+// writeLines writes each line and a newline to w (JSON-RPC over stdio: one message a line).
+func writeLines(t *testing.T, w io.Writer, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		if _, err := io.WriteString(w, l+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // checkJSONRPC accepts a JSON-RPC 2.0 response (id with result or error), request or
 // notification (method).
 func checkJSONRPC(line string) error {
@@ -189,13 +205,8 @@ type storeRig struct {
 func newStoreRig(t *testing.T) *storeRig {
 	t.Helper()
 	base := t.TempDir()
-	r := &storeRig{dir: filepath.Join(base, "context"), repo: filepath.Join(base, "repo")}
-	r.workspace = filepath.Join(r.repo, "sub", "dir")
-	for _, d := range []string{filepath.Join(r.repo, ".git"), r.workspace} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r := &storeRig{dir: filepath.Join(base, "context")}
+	r.repo, r.workspace = mcptest.Workspace(t, base)
 	var err error
 	if r.writer, err = store.Open(r.dir); err != nil {
 		t.Fatal(err)
@@ -231,4 +242,97 @@ func standardSession(secret string) []storetest.Row {
 		{Role: "tool", Kind: "tool_result", Name: "Bash", Text: "line one\n" + secret + "\nERROR disk full\nERROR disk full again", Trimmed: true, Blob: true},
 		{Role: "user", Kind: "text", Text: "What was the value?"},
 	}
+}
+
+// A live Claude Code session searched through the binary.
+
+// lastReplyText is the only answer of the session: no later request carries it back.
+const lastReplyText = "The value you asked for is LASTREPLY-ZEBRA-9914."
+
+// TestE2EClaudeCodeLastReplyIsSearchable runs one real `claude -p` turn through the real
+// serve against the fake, and, the moment claude has exited, asks the real `smarter-compact
+// mcp` (stdio, as an agent runs it) for the answer with smart_compact_search: the session's
+// last reply is stored from the response stream (issue 16, item 4), not only when a next
+// request would have carried it.
+func TestE2EClaudeCodeLastReplyIsSearchable(t *testing.T) {
+	claude := claudeCLI.find(t)
+	bin := buildBinary(t)
+	work := filepath.Join(t.TempDir(), "work")
+	home := filepath.Join(t.TempDir(), "home")
+	makeDirs(t, work, home)
+	reply := func(req *fakeupstream.Request) fakeupstream.Reply {
+		var blocks []fakeupstream.Block
+		if req.ThinkingEnabled() {
+			blocks = append(blocks, fakeupstream.Thinking("Answering the question."))
+		}
+		return fakeupstream.Reply{Content: append(blocks, fakeupstream.Text(lastReplyText))}
+	}
+	fake, srv, tp := startRig(t, bin, reply, func(fakeURL string) []string {
+		return []string{"SMARTER_COMPACT_UPSTREAM_ANTHROPIC=" + fakeURL}
+	})
+	run := runAgent(t, 3*time.Minute, claude, work, claudeEnv(home, tp.URL), "-p", "What is the value? Answer in one line.")
+	if run.err != nil || !strings.Contains(run.stdout, "LASTREPLY-ZEBRA-9914") {
+		t.Fatalf("claude did not print the fake's answer:\n%s\n%s", run, diagnose(fake, srv))
+	}
+	recs := acceptedRequests(t, fake, srv)
+	sid := ""
+	for _, r := range recs {
+		if s, ok := store.SanitizeSID(r.Header.Get("X-Claude-Code-Session-Id")); ok && strings.HasPrefix(r.Path, "/v1/messages") {
+			sid = s
+		}
+	}
+	if sid == "" {
+		t.Fatalf("no Messages request named its session:\n%s", diagnose(fake, srv))
+	}
+	// serve is still running: nothing has closed or settled the session database
+	got := mcpSearch(t, bin, srv.stateDir, work, map[string]any{"session_id": sid, "query": "LASTREPLY-ZEBRA-9914", "role": "all"})
+	if !strings.Contains(got, "LASTREPLY-ZEBRA-9914") || !strings.Contains(got, `"role":"assistant"`) {
+		t.Fatalf("smart_compact_search right after the session did not find its last reply:\n%s\nserve log:\n%s", got, srv.log)
+	}
+	t.Logf("session %s: smart_compact_search found the last reply: %.300s", sid, got)
+}
+
+// mcpSearch runs `smarter-compact mcp` over stdio with the state directory stateDir, calls
+// smart_compact_search once with args and returns the result's text.
+func mcpSearch(t *testing.T, bin, stateDir, cwd string, args map[string]any) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	home := t.TempDir()
+	var stderr syncBuffer
+	cmd, stdin, stdout := startMCPStdio(ctx, t, bin, cwd, []string{"SMARTER_COMPACT_STATE_DIR=" + stateDir, "HOME=" + home}, &stderr)
+	call, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+		"params": map[string]any{"name": "smart_compact_search", "arguments": args}})
+	writeLines(t, stdin,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		string(call),
+	)
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	result := ""
+	for sc.Scan() {
+		var msg struct {
+			ID     int             `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(sc.Bytes(), &msg) == nil && msg.ID == 2 {
+			result = fmt.Sprintf("%s%s", msg.Result, msg.Error)
+			break
+		}
+	}
+	stdin.Close()
+	_ = cmd.Wait()
+	if result == "" {
+		t.Fatalf("smarter-compact mcp gave no answer to the search; stderr: %s", stderr.String())
+	}
+	// the tool's text is JSON inside the result's content
+	var res struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	if json.Unmarshal([]byte(result), &res) == nil && len(res.Content) > 0 {
+		return res.Content[0].Text
+	}
+	return result
 }

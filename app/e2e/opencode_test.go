@@ -26,8 +26,7 @@ const openCodeTrimAt = 16000
 // and an OpenAI-compatible provider (/opencode/openai, Chat Completions). See
 // checkTrimmedSession for what it checks.
 func TestE2EOpenCodeTrims(t *testing.T) {
-	opencode := findCLI(t, envOpenCode, "opencode", "opencode-ai@"+openCodeVersion)
-	logCLIVersion(t, "OpenCode", opencode, openCodeVersion)
+	opencode := openCodeCLI.findLogged(t)
 	bin := buildBinary(t)
 	for _, tc := range []struct {
 		name     string

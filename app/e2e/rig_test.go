@@ -56,6 +56,37 @@ const (
 	openCodeVersion = "1.18.33"
 )
 
+// agentCLI is an agent's CLI as the tests find it: the variable naming its path, its command
+// name, its npm package at the version the tests were written against, and how logs name it.
+type agentCLI struct{ env, name, npmPackage, display, version string }
+
+// The agents' CLIs.
+var (
+	claudeCLI   = agentCLI{envClaude, "claude", "@anthropic-ai/claude-code@" + claudeVersion, "Claude Code", claudeVersion}
+	codexCLI    = agentCLI{envCodex, "codex", "@openai/codex@" + codexVersion, "Codex CLI", codexVersion}
+	openCodeCLI = agentCLI{envOpenCode, "opencode", "opencode-ai@" + openCodeVersion, "OpenCode", openCodeVersion}
+)
+
+// find returns the CLI's path (findCLI: a skip or failure when it is missing).
+func (a agentCLI) find(t *testing.T) string {
+	t.Helper()
+	return findCLI(t, a.env, a.name, a.npmPackage)
+}
+
+// logVersion logs the version of the CLI at path (logCLIVersion).
+func (a agentCLI) logVersion(t *testing.T, path string) {
+	t.Helper()
+	logCLIVersion(t, a.display, path, a.version)
+}
+
+// findLogged finds the CLI and logs its version.
+func (a agentCLI) findLogged(t *testing.T) string {
+	t.Helper()
+	path := a.find(t)
+	a.logVersion(t, path)
+	return path
+}
+
 // findCLI returns the agent CLI named by env, else name on PATH. Without either it fails
 // when SMARTER_COMPACT_E2E_REQUIRE=1 and skips otherwise, saying how to enable the test.
 func findCLI(t *testing.T, env, name, npmPackage string) string {

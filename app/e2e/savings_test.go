@@ -31,7 +31,7 @@ import (
 // Screenshots of the overview at 1280 and 420 and of the session page go to
 // SMARTER_COMPACT_E2E_ARTIFACTS/savings.
 func TestE2ESavings(t *testing.T) {
-	claude := findCLI(t, envClaude, "claude", "@anthropic-ai/claude-code@"+claudeVersion)
+	claude := claudeCLI.find(t)
 	chromium := findChromium(t)
 	shots := artifactDir(t, "savings")
 	bin := buildBinary(t)

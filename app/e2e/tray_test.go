@@ -858,15 +858,23 @@ func readTrayConfig(t *testing.T, path string) trayConfigFile {
 	if err != nil {
 		t.Fatal(err)
 	}
+	agents, err := configAgents(b)
+	if err != nil {
+		t.Fatalf("config.toml does not parse: %v\n%s", err, b)
+	}
+	return trayConfigFile{text: string(b), agents: agents}
+}
+
+// configAgents returns config.toml's [context_proxy.agents] switches (nil when the table is
+// absent), or the parse error.
+func configAgents(raw []byte) (map[string]any, error) {
 	var doc struct {
 		ContextProxy struct {
 			Agents map[string]any `toml:"agents"`
 		} `toml:"context_proxy"`
 	}
-	if err := toml.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("config.toml does not parse: %v\n%s", err, b)
-	}
-	return trayConfigFile{text: string(b), agents: doc.ContextProxy.Agents}
+	err := toml.Unmarshal(raw, &doc)
+	return doc.ContextProxy.Agents, err
 }
 
 // trayClient drives the tray over D-Bus, as a tray host does.
@@ -945,6 +953,21 @@ func (m menuItems) status(t *testing.T) menuItem {
 // layout calls GetLayout for the whole menu.
 func (c *trayClient) layout(t *testing.T) menuItems {
 	t.Helper()
+	items := menuItems{}
+	for i, it := range c.items(t) {
+		if i == 0 {
+			items[""] = it
+		}
+		if it.label != "" {
+			items[it.label] = it
+		}
+	}
+	return items
+}
+
+// items calls GetLayout for the whole menu and returns its items in menu order.
+func (c *trayClient) items(t *testing.T) []menuItem {
+	t.Helper()
 	var rev uint32
 	var root struct {
 		ID       int32
@@ -955,7 +978,7 @@ func (c *trayClient) layout(t *testing.T) menuItems {
 	if err := call.Store(&rev, &root); err != nil {
 		t.Fatalf("GetLayout: %v", err)
 	}
-	items := menuItems{}
+	var items []menuItem
 	for i, ch := range root.Children {
 		fields, ok := ch.Value().([]any)
 		if !ok || len(fields) != 3 {
@@ -963,13 +986,7 @@ func (c *trayClient) layout(t *testing.T) menuItems {
 		}
 		id, _ := fields[0].(int32)
 		props, _ := fields[1].(map[string]dbus.Variant)
-		it := menuItemOf(id, props)
-		if i == 0 {
-			items[""] = it
-		}
-		if it.label != "" {
-			items[it.label] = it
-		}
+		items = append(items, menuItemOf(id, props))
 	}
 	return items
 }

@@ -1,5 +1,5 @@
 // Package mcptest holds the MCP client helpers the tests of mcp and the end-to-end tests
-// share: initialize a client, call a tool and read its one text item (as JSON), check the
+// share: a workspace inside a git checkout for the server's cwd, initialize a client, call a tool and read its one text item (as JSON), check the
 // tool list's hints and examples, and read the tool-calls.jsonl telemetry. It imports store
 // only (ReaderMissing); the product never imports it.
 package mcptest
@@ -18,6 +18,20 @@ import (
 
 	"github.com/smarter-compact/smarter-compact/store"
 )
+
+// Workspace makes the folders of an agent working inside a git checkout: repo is
+// <base>/repo (with a .git folder) and workspace its subfolder sub/dir, the MCP server's cwd.
+func Workspace(t testing.TB, base string) (repo, workspace string) {
+	t.Helper()
+	repo = filepath.Join(base, "repo")
+	workspace = filepath.Join(repo, "sub", "dir")
+	for _, d := range []string{filepath.Join(repo, ".git"), workspace} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return repo, workspace
+}
 
 // Initialize sends the MCP initialize request as client "smarter-compact-test" version 1; an
 // error fails the test.

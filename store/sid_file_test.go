@@ -144,3 +144,51 @@ func TestLegacyDotDatabaseStillOpens(t *testing.T) {
 		t.Fatalf("Sessions = %+v, %v; want .x", infos, err)
 	}
 }
+
+// TestLegacyDotDatabaseBesideEscaped: when sessions/ holds both a legacy .x.db and the escaped
+// %2Ex.db (an older version wrote the first after this one made the second), session .x is
+// listed once, with the counts of the database its reads open, and the dashboard's other
+// listings agree.
+func TestLegacyDotDatabaseBesideEscaped(t *testing.T) {
+	t.Parallel()
+	r := newRoot(t)
+	ctx := context.Background()
+	row := func(fp, text string) RowWrite {
+		return RowWrite{Fingerprint: strings.Repeat(fp, 32), Thread: "t", Role: "user", Kind: "text", Text: text, InContext: true}
+	}
+	writeDashSession(t, r, ".x", []RowWrite{row("a", "new row")}, Event{Kind: "usage"})
+	writeDashSession(t, r, "legacy-src", []RowWrite{row("b", "old row"), row("c", "old row 2")}, Event{Kind: "usage"})
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(r.Dir(), "sessions")
+	if err := os.Rename(filepath.Join(dir, "legacy-src.db"), filepath.Join(dir, ".x.db")); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := Open(r.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r2.Close() })
+	if _, total, err := r2.Rows(ctx, ".x", 0, 10, 100); err != nil || total != 1 {
+		t.Fatalf("rows of .x: %d, %v; want the escaped database's one row", total, err)
+	}
+	infos, err := r2.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, in := range infos {
+		listed = append(listed, in.SessionID)
+	}
+	if len(infos) != 1 || infos[0].SessionID != ".x" || infos[0].Rows != 1 {
+		t.Fatalf("Sessions lists %q (%+v); want .x once, with the 1 row its page shows", listed, infos)
+	}
+	files, err := r2.listSessionFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 || files[0].sid != ".x" || files[0].stamp.db.size <= 0 {
+		t.Fatalf("listSessionFiles (Daily, Status and savings list from it): %+v", files)
+	}
+}

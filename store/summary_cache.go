@@ -78,7 +78,10 @@ func (f *sessionFiles) bytes() int64 {
 }
 
 // listSessionFiles stats the files of every sessions/*.db (dot files and other names left
-// out), in name order. A sid that checkSID refuses is listed too; its readers report it.
+// out), in name order. A sid that checkSID refuses is listed too; its readers report it. A
+// legacy dot database (.x.db) is left out while its escaped one (%2Ex.db) exists: that is the
+// one the session's reads and writes use, so the id is listed once; retention still ages the
+// legacy files on their own.
 // Only files the listing holds are stat'ed: a stat per file, none for a missing one.
 func (r *Root) listSessionFiles() ([]sessionFiles, error) {
 	dir := filepath.Join(r.dir, "sessions")
@@ -101,6 +104,9 @@ func (r *Root) listSessionFiles() ([]sessionFiles, error) {
 		f := sessionFiles{sid: stem} // a stem that is no session's shows as one with a problem
 		if sid, ok := r.SessionOfFile(stem); ok {
 			f.sid = sid
+			if stem != fileStem(sid) && byName[fileStem(sid)+".db"] != nil {
+				continue // a legacy dot name beside its escaped one, which the session's reads open (sessionStem)
+			}
 		}
 		f.stamp = sessionStamp{
 			db:      stampEntry(dir, e),

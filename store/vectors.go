@@ -171,10 +171,12 @@ func (rd *Reader) Vectors(ctx context.Context, configured string) (_ VectorStatu
 }
 
 // vectorStatusKey is what a session's VectorStatus depends on. Rows are never deleted from
-// messages or vectors, their text never changes, and a vector written again (INSERT OR
-// REPLACE) gets a rowid at least as high as the highest (vectors_index.go): so the counts
-// change only when messages gains a seq, vectors a rowid, or the last vectors row is
-// replaced in place, which changes its model or dim if it changes a count.
+// messages, their text never changes, and every vector written (INSERT OR REPLACE, a replaced
+// one included) gets a rowid above all the vectors table had (vectors_index.go): so the counts
+// change only when messages gains a seq or vectors a higher rowid. The last row's model and
+// dim are in the key too, so it would still follow a SQLite that reused the rowid of a
+// replaced last row (a replace changes its dim if it changes a count). A DELETE from vectors
+// is outside it: nothing here issues one, and the SQL tool is read-only.
 type vectorStatusKey struct {
 	configured string
 	maxSeq     int64

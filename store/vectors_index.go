@@ -18,10 +18,12 @@ import (
 // vectors table, so a hybrid search computes its cosines without reading and decoding every
 // blob again. The contract's tables are unchanged; the index is a cache of them.
 //
-// Rows are never deleted from vectors and a replaced vector (INSERT OR REPLACE, the embedder
-// giving up on a row) gets a rowid at least as high as the highest one, so a refresh reads the
-// rows from the highest rowid seen on (that one again: a replace of the last row keeps its
-// rowid) and overwrites by seq.
+// Rows are never deleted from vectors but by PutVectors' INSERT OR REPLACE, and SQLite picks
+// the new row's rowid (one above the largest, sqlite.org/autoinc.html) before REPLACE deletes
+// the row it conflicts with: every vector written, a replaced one (the embedder giving up on a
+// row) included, gets a rowid above all the table had (TestVectorRowidsOnlyGrow pins it). So a
+// refresh reads the rows from the highest rowid seen on and overwrites by seq; it reads that
+// row again too, which would keep it right if a replace of the last row reused its rowid.
 //
 // The ranking is exactly the brute force's: a first pass scores every row in float32 (fast,
 // within a proven error bound of the exact float64 cosine), the rows that can still be among

@@ -74,9 +74,8 @@ func TestPutVectorsAndStatus(t *testing.T) {
 
 // TestVectorStatusCacheFollowsEveryChange: Reader.Vectors answers from the pooled reader's
 // cache while its key holds, so every change that moves a count must move the key: a new
-// message, a new vector, and the last vectors row replaced in place (the embedder giving up on
-// a row it had filled keeps that row's rowid). Each status is checked against the counts read
-// on a fresh, unpooled connection.
+// message, a new vector, and the last vectors row replaced (the embedder giving up on a row it
+// had filled). Each status is checked against the counts read on a fresh, unpooled connection.
 func TestVectorStatusCacheFollowsEveryChange(t *testing.T) {
 	r := newRoot(t)
 	d := mustSession(t, r, "s")
@@ -122,4 +121,56 @@ func TestVectorStatusCacheFollowsEveryChange(t *testing.T) {
 		{thread: "a", role: "user", text: "three"},
 	})
 	check("a new message")
+}
+
+// TestVectorRowidsOnlyGrow pins the SQLite behaviour the vector status key and the vector
+// index rely on (vectors_index.go): a vector written again, the last row's included, gets a
+// rowid above every rowid the table had, so the highest rowid grows with every vector stored.
+func TestVectorRowidsOnlyGrow(t *testing.T) {
+	r := newRoot(t)
+	d := mustSession(t, r, "s")
+	syncTestRows(t, d, []testRow{{thread: "a", role: "user", text: "one"}, {thread: "a", role: "user", text: "two"}})
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(r.Dir(), "sessions", "s.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rowids := func() map[int64]int64 { // seq → rowid
+		t.Helper()
+		rows, err := db.Query("SELECT message_seq, rowid FROM vectors")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		m := map[int64]int64{}
+		for rows.Next() {
+			var seq, rowid int64
+			if err := rows.Scan(&seq, &rowid); err != nil {
+				t.Fatal(err)
+			}
+			m[seq] = rowid
+		}
+		return m
+	}
+	top := int64(0)
+	for i, put := range []struct {
+		what string
+		seq  int64
+		vec  []float32
+	}{
+		{"first vector", 1, []float32{1, 0}},
+		{"second vector", 2, []float32{0, 1}},
+		{"the last row replaced", 2, nil},
+		{"the last row replaced again", 2, []float32{1, 1}},
+		{"a row below the last replaced", 1, nil},
+	} {
+		if err := d.PutVectors("m", map[int64][]float32{put.seq: put.vec}); err != nil {
+			t.Fatal(err)
+		}
+		got := rowids()
+		if got[put.seq] <= top {
+			t.Fatalf("step %d, %s: seq %d got rowid %d, not above the highest before, %d (rowids %v)", i, put.what, put.seq, got[put.seq], top, got)
+		}
+		top = got[put.seq]
+	}
 }

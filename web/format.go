@@ -97,8 +97,20 @@ func shortUTC(t time.Time) string {
 // rowsPerPage is the session page's page size.
 const rowsPerPage = 200
 
-// sessionHref is the session page.
-func sessionHref(sid string) string { return "/ui/sessions/" + url.PathEscape(sid) }
+// sessionHref is the session page. The ids "." and ".." are valid (contract: Session id) but a
+// browser resolves such a path segment away (WHATWG URL: "/ui/sessions/.." is "/ui/", and so
+// are "%2E%2E" and "%2e."), so their first dot is written "%2E" as in their file names, and
+// that "%" escaped: "/ui/sessions/%252E." reaches sessionID as "%2E.", which it reads back.
+func sessionHref(sid string) string {
+	if sid == "." || sid == ".." {
+		sid = dotEscape + sid[1:]
+	}
+	return "/ui/sessions/" + url.PathEscape(sid)
+}
+
+// dotEscape is how a session URL may write an id's first dot (sessionHref); "%" is in no
+// sanitized id, so the form names one id.
+const dotEscape = "%2E"
 
 // rowHref links one row of a session on the page that holds it. Pages from links start at
 // multiples of rowsPerPage (?after=k·200), and at most 200 seqs lie in (k·200, (k+1)·200],

@@ -208,9 +208,20 @@ const (
 	blobReaders = 4
 )
 
-// sessionID reads and checks the {sid} URL parameter.
+// sessionID reads and checks the {sid} URL parameter: percent-decoded once, whether chi matched
+// the decoded path or (when the client escaped something needlessly, "%2E%2E") the raw one,
+// and a first "%2E" read as a dot (sessionHref). Any id SanitizeSID would change is a 404,
+// so the files looked up stay in sessions/.
 func sessionID(r *http.Request) (string, error) {
 	raw := chi.URLParam(r, "sid")
+	if r.URL.RawPath != "" { // chi routes on RawPath when it is set, and gives its params undecoded
+		if dec, err := url.PathUnescape(raw); err == nil {
+			raw = dec
+		}
+	}
+	if len(raw) >= len(dotEscape) && strings.EqualFold(raw[:len(dotEscape)], dotEscape) {
+		raw = "." + raw[len(dotEscape):]
+	}
 	if len(raw) > maxSIDLen {
 		return "", userError(http.StatusNotFound, "%q is not a session id (over %d bytes): pick a session from the list at /ui/sessions", truncate(raw, 80), maxSIDLen)
 	}

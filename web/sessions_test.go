@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -489,5 +491,68 @@ func TestSessionPageShowsRecall(t *testing.T) {
 	d = doc(t, h.get("/ui/sessions/s-recall"), http.StatusOK)
 	if got := one(t, d, "session-recall").Text(); got != block {
 		t.Fatalf("recall shown as %q, want %q", got, block)
+	}
+}
+
+// TestSessionPageDotIDs: the ids "." and ".." are valid (contract: Session id), and a browser
+// resolves such a path segment away, so the list's links to them must survive that
+// resolution; every spelling of them a client may send reaches the same session, and an id
+// that is no session id, however escaped, is a 404 before any file is looked up.
+func TestSessionPageDotIDs(t *testing.T) {
+	h := newHarness(t)
+	for _, sid := range []string{".", "..", ".x", "ses-a"} {
+		seedSession(t, h.root, sid, "claude-code", "/w", textRows(2, sid+" row %d"))
+	}
+	list := doc(t, h.get("/ui/sessions"), http.StatusOK)
+	base, err := url.Parse("http://" + testHost + "/ui/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var linked []string
+	list.Find(testID("session-row")).Each(func(_ int, s *goquery.Selection) {
+		sid := s.AttrOr("data-session", "")
+		linked = append(linked, sid)
+		href, err := url.Parse(s.Find(testID("session-link")).AttrOr("href", ""))
+		if err != nil {
+			t.Fatalf("row %q: %v", sid, err)
+		}
+		target := base.ResolveReference(href).RequestURI() // dot segments removed, as a browser does
+		d := doc(t, h.get(target), http.StatusOK)
+		if got := one(t, d, "session-id").Text(); got != sid {
+			t.Errorf("row %q links %q, which a browser opens as %q: the page of %q", sid, href, target, got)
+		}
+	})
+	slices.Sort(linked)
+	if want := []string{".", "..", ".x", "ses-a"}; !slices.Equal(linked, want) {
+		t.Errorf("listed %q, want %q", linked, want)
+	}
+	for _, c := range []struct {
+		path string
+		code int
+		want string // the session id shown, or a part of the error
+	}{
+		{"/ui/sessions/..", 200, ".."},
+		{"/ui/sessions/%2E%2E", 200, ".."},
+		{"/ui/sessions/%2e.", 200, ".."},
+		{"/ui/sessions/%252E.", 200, ".."},
+		{"/ui/sessions/.", 200, "."},
+		{"/ui/sessions/%2E", 200, "."},
+		{"/ui/sessions/.x", 200, ".x"},
+		{"/ui/sessions/%2Ex", 200, ".x"},
+		{"/ui/sessions/ses-%61", 200, "ses-a"},
+		{"/ui/sessions/...", 404, "no session ... in the store"},
+		{"/ui/sessions/%2E%2E%2F%2E%2E%2Fsessions%2Fses-a", 404, "is not a session id"},
+		{"/ui/sessions/..%5Cses-a", 404, "is not a session id"},
+		{"/ui/sessions/%252E%252E", 404, "is not a session id"},
+	} {
+		if c.code == 200 {
+			if got := one(t, doc(t, h.get(c.path), 200), "session-id").Text(); got != c.want {
+				t.Errorf("%s: the page of %q, want %q", c.path, got, c.want)
+			}
+			continue
+		}
+		if msg := text(one(t, doc(t, h.get(c.path), c.code), "error")); !strings.Contains(msg, c.want) {
+			t.Errorf("%s: %q, want %q", c.path, msg, c.want)
+		}
 	}
 }

@@ -211,11 +211,13 @@ func (p *Proxy) newCut(sess *session, sid string, ts *threadState, req *request,
 	// A trim the threshold asks for must make the request smaller: dropping one short
 	// step while adding the pointer would grow it and still cost the prompt cache. A
 	// forced trim (/smarter-compact) is the user's call.
-	if !next.active() || next.dropped(msgs) <= plan.dropped(msgs) ||
-		!(force || est(next, PointerText(sid, next.dropped(msgs))) < before) {
+	if !next.active() {
 		return plan, "", false
 	}
 	dropped := next.dropped(msgs)
+	if dropped <= plan.dropped(msgs) || !(force || est(next, PointerText(sid, dropped)) < before) {
+		return plan, "", false
+	}
 	plan, block := next, PointerText(sid, dropped)
 	// Recall is asked once per cut and stored with it, so later requests repeat the
 	// block byte for byte (contract: Proxy-inserted text).

@@ -127,34 +127,38 @@ func cutCandidate(msgs []*message, first, i int) bool {
 	if r < 0 {
 		return false
 	}
-	dropIDs := map[string]bool{}
 	drops := false
-	for j := first + 1; j < r; j++ {
-		if msgs[j].pinned {
-			continue
-		}
-		drops = true
-		for _, u := range msgs[j].toolUses {
-			dropIDs[u.id] = true
-		}
-		for _, id := range msgs[j].toolResIDs {
-			dropIDs[id] = true
-		}
+	for j := first + 1; j < r && !drops; j++ {
+		drops = !msgs[j].pinned
 	}
 	if !drops {
 		return false
 	}
-	if len(dropIDs) == 0 {
-		return true
-	}
+	// The kept part (the reply on) is the newest turn or so and the dropped part most of
+	// the conversation: the set holds the kept part's ids, and the dropped part is looked up.
+	var keepIDs map[string]bool
 	for j := r; j < len(msgs); j++ {
 		for _, u := range msgs[j].toolUses {
-			if dropIDs[u.id] {
+			keepIDs = setID(keepIDs, u.id)
+		}
+		for _, id := range msgs[j].toolResIDs {
+			keepIDs = setID(keepIDs, id)
+		}
+	}
+	if len(keepIDs) == 0 {
+		return true
+	}
+	for j := first + 1; j < r; j++ {
+		if msgs[j].pinned {
+			continue
+		}
+		for _, u := range msgs[j].toolUses {
+			if keepIDs[u.id] {
 				return false
 			}
 		}
 		for _, id := range msgs[j].toolResIDs {
-			if dropIDs[id] {
+			if keepIDs[id] {
 				return false
 			}
 		}
@@ -162,27 +166,39 @@ func cutCandidate(msgs []*message, first, i int) bool {
 	return true
 }
 
+// setID adds id to set, making the set on first use.
+func setID(set map[string]bool, id string) map[string]bool {
+	if set == nil {
+		set = map[string]bool{}
+	}
+	set[id] = true
+	return set
+}
+
 // chooseCut returns the last real user turn after prev (the existing cut, -1 for none)
-// that is a cut candidate; else the existing cut; else the last real user turn.
-func chooseCut(msgs []*message, first, prev int) int {
+// that is a cut candidate; else the existing cut; else the last real user turn. candidate
+// reports that the turn returned passed cutCandidate; false says only that it was not
+// checked, or is prev or the first turn.
+func chooseCut(msgs []*message, first, prev int) (cut int, candidate bool) {
 	lo := first
 	if prev > lo {
 		lo = prev
 	}
 	for i := len(msgs) - 1; i > lo; i-- {
 		if cutCandidate(msgs, first, i) {
-			return i
+			return i, true
 		}
 	}
 	if prev >= 0 {
-		return prev
+		return prev, false
 	}
 	for i := len(msgs) - 1; i >= first && i >= 0; i-- {
 		if msgs[i].role == "user" && msgs[i].realUser {
-			return i
+			// every turn after first failed cutCandidate above (prev < 0, so lo = first)
+			return i, false
 		}
 	}
-	return -1
+	return -1, false
 }
 
 // steps splits the cut turn's agent loop into steps (contract: in-turn gap): each starts
@@ -262,13 +278,13 @@ func planTrim(msgs []*message, old cutPlan, under func(p cutPlan) bool, bindsPre
 		return old
 	}
 	p := noPlan(first)
-	p.cut = chooseCut(msgs, first, old.cut)
-	if p.cut < 0 {
+	cut, candidate := chooseCut(msgs, first, old.cut)
+	if p.cut = cut; p.cut < 0 {
 		return old
 	}
 	if p.cut == old.cut {
 		p.keepHead = old.keepHead
-	} else if p.cut > first && !cutCandidate(msgs, first, p.cut) {
+	} else if p.cut > first && !candidate {
 		p.keepHead = true
 	}
 	if p.cut > first && !p.keepHead {

@@ -56,6 +56,9 @@ type DB struct {
 	// Multi-row INSERT statements by row count (see execBatched), prepared on first use.
 	stInsertMsgs  map[int]*sql.Stmt
 	stInsertLines map[int]*sql.Stmt
+	// stTrimRange and stRestoreRange are stTrim and stRestore over one run of consecutive
+	// seqs (updateSeqs).
+	stTrimRange, stRestoreRange *sql.Stmt
 
 	// index maps every stored fingerprint to its seq and in_context, as of dataVersion.
 	index       map[string]rowState
@@ -256,6 +259,8 @@ func (d *DB) prepare(ctx context.Context) error {
 		// moves hundreds of rows out of context, and each statement is a cgo round trip.
 		{&d.stTrim, "UPDATE messages SET in_context = 0, trimmed_at = ?, trimmed_at_seq = ? WHERE seq IN (SELECT value FROM json_each(?))"},
 		{&d.stRestore, "UPDATE messages SET in_context = 1, trimmed_at = NULL, trimmed_at_seq = NULL WHERE seq IN (SELECT value FROM json_each(?))"},
+		{&d.stTrimRange, "UPDATE messages SET in_context = 0, trimmed_at = ?, trimmed_at_seq = ? WHERE seq BETWEEN ? AND ?"},
+		{&d.stRestoreRange, "UPDATE messages SET in_context = 1, trimmed_at = NULL, trimmed_at_seq = NULL WHERE seq BETWEEN ? AND ?"},
 		{&d.stInsertEvent, "INSERT INTO events (at, kind, version, location, error, tokens_before, tokens_after, dropped, model, thread_root, trimmed, input_tokens, cache_read_tokens, cache_creation_tokens, output_tokens, breakpoints, breakpoint_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
 	} {
 		st, err := d.conn.PrepareContext(ctx, p.sql)
@@ -285,7 +290,7 @@ func (d *DB) close() error {
 // parked or closed DB has conn == nil.
 func (d *DB) disconnect() error {
 	var errs []error
-	stmts := []*sql.Stmt{d.stDataVersion, d.stMaxSeq, d.stTrim, d.stRestore, d.stInsertEvent}
+	stmts := []*sql.Stmt{d.stDataVersion, d.stMaxSeq, d.stTrim, d.stRestore, d.stInsertEvent, d.stTrimRange, d.stRestoreRange}
 	for _, m := range []map[int]*sql.Stmt{d.stInsertMsgs, d.stInsertLines} {
 		for _, st := range m {
 			stmts = append(stmts, st)
@@ -297,6 +302,7 @@ func (d *DB) disconnect() error {
 		}
 	}
 	d.stDataVersion, d.stMaxSeq, d.stTrim, d.stRestore, d.stInsertEvent = nil, nil, nil, nil, nil
+	d.stTrimRange, d.stRestoreRange = nil, nil
 	d.stInsertMsgs, d.stInsertLines = nil, nil
 	if d.conn != nil {
 		errs = append(errs, d.conn.Close())

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -301,16 +302,60 @@ func (d *DB) syncLocked(ctx context.Context, rows []RowWrite, p syncPlan, ts str
 		changed[r.Fingerprint] = rowState{seq: st.seq, inContext: r.InContext}
 	}
 	if len(restore) > 0 {
-		if _, err := d.stRestore.ExecContext(ctx, seqsJSON(restore)); err != nil {
+		if err := updateSeqs(ctx, d.stRestoreRange, d.stRestore, nil, restore); err != nil {
 			return SyncResult{}, nil, fmt.Errorf("update in_context: %w", err)
 		}
 	}
 	for _, c := range cuts {
-		if _, err := d.stTrim.ExecContext(ctx, ts, c, seqsJSON(trims[c])); err != nil {
+		if err := updateSeqs(ctx, d.stTrimRange, d.stTrim, []any{ts, c}, trims[c]); err != nil {
 			return SyncResult{}, nil, fmt.Errorf("update in_context: %w", err)
 		}
 	}
 	return SyncResult{Inserted: len(p.inserts), Updated: len(p.updates)}, changed, nil
+}
+
+// minSeqRun is the shortest run of consecutive seqs that updateSeqs updates as a range:
+// a range statement is one more cgo round trip, the json_each list costs a lookup per seq.
+const minSeqRun = 8
+
+// updateSeqs runs one UPDATE over the rows of seqs (distinct; sorted in place): ranged
+// (args, first, last) for each run of at least minSeqRun consecutive seqs, list (args, a
+// JSON array) once for the rest. A new cut moves a whole stretch of a thread out of
+// context, which a range statement updates in one pass of the table's b-tree instead of
+// one seek per row (BenchmarkSyncRowsCut). A run is exactly its seqs, so rows the call
+// does not carry (a rewritten history between them) are never touched.
+func updateSeqs(ctx context.Context, ranged, list *sql.Stmt, args []any, seqs []int64) error {
+	runs, rest := seqRuns(seqs)
+	for _, r := range runs {
+		if _, err := ranged.ExecContext(ctx, append(args[:len(args):len(args)], r[0], r[1])...); err != nil {
+			return err
+		}
+	}
+	if len(rest) > 0 {
+		if _, err := list.ExecContext(ctx, append(args[:len(args):len(args)], seqsJSON(rest))...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seqRuns sorts seqs (distinct) and splits them into the runs of at least minSeqRun
+// consecutive values, as first and last, and the rest, each in ascending order.
+func seqRuns(seqs []int64) (runs [][2]int64, rest []int64) {
+	slices.Sort(seqs)
+	for i := 0; i < len(seqs); {
+		j := i + 1
+		for j < len(seqs) && seqs[j] == seqs[j-1]+1 {
+			j++
+		}
+		if j-i >= minSeqRun {
+			runs = append(runs, [2]int64{seqs[i], seqs[j-1]})
+		} else {
+			rest = append(rest, seqs[i:j]...)
+		}
+		i = j
+	}
+	return runs, rest
 }
 
 // seqsJSON is seqs as a JSON array, the argument of the json_each in stTrim and stRestore.

@@ -253,6 +253,84 @@ func TestSyncRowsInContext(t *testing.T) {
 	}
 }
 
+func TestSeqRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seqs []int64
+		runs [][2]int64
+		rest []int64
+	}{
+		{"empty", nil, nil, nil},
+		{"short run", []int64{3, 1, 2}, nil, []int64{1, 2, 3}},
+		{"one run", []int64{12, 5, 6, 7, 8, 9, 10, 11}, [][2]int64{{5, 12}}, nil},
+		{"run and strays", []int64{1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 20}, [][2]int64{{3, 11}}, []int64{1, 13, 20}},
+		{"two runs split by a hole", []int64{1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17}, [][2]int64{{1, 8}, {10, 17}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runs, rest := seqRuns(append([]int64(nil), tc.seqs...))
+			if !reflect.DeepEqual(runs, tc.runs) || !reflect.DeepEqual(rest, tc.rest) {
+				t.Errorf("seqRuns(%v) = %v, %v; want %v, %v", tc.seqs, runs, rest, tc.runs, tc.rest)
+			}
+		})
+	}
+}
+
+// TestSyncRowsTrimRuns: a cut that moves long runs of rows out of context (updated as seq
+// ranges) leaves a stored row between them that the request does not carry as it was, and
+// moves the short stretches too; bringing them back clears both trim columns.
+func TestSyncRowsTrimRuns(t *testing.T) {
+	r := newRoot(t)
+	d := mustSession(t, r, "s")
+	var specs [][4]string
+	for i := range 40 {
+		specs = append(specs, [4]string{"user", "text", "", fmt.Sprintf("row %d", i+1)})
+	}
+	rows := chain(specs...)
+	if _, err := d.SyncRows(rows, t0); err != nil {
+		t.Fatal(err)
+	}
+	// The request leaves out row 20 (seq 20) and row 25; it trims rows 2-38 (a run of 18,
+	// one of 4 and one of 13) at the cut row 39.
+	var req []RowWrite
+	for i, w := range rows {
+		if i == 19 || i == 24 {
+			continue
+		}
+		if i >= 1 && i < 38 {
+			w.InContext, w.CutFingerprint = false, rows[38].Fingerprint
+		}
+		req = append(req, w)
+	}
+	t1 := t0.Add(time.Hour)
+	if res, err := d.SyncRows(req, t1); err != nil || res != (SyncResult{Updated: 35}) {
+		t.Fatalf("trim = %+v, %v; want 35 updated", res, err)
+	}
+	ro := otherConn(t, d.Path(), "mode=ro")
+	in := [3]any{int64(1), sql.NullInt64{}, sql.NullString{}}
+	out := [3]any{int64(0), num(39), str("2026-10-29T18:00:00Z")}
+	check := func(when string, want func(seq int64) [3]any) {
+		t.Helper()
+		for _, s := range readRows(t, ro) {
+			if got := [3]any{s.InContext, s.TrimmedAtSeq, s.TrimmedAt}; !reflect.DeepEqual(got, want(s.Seq)) {
+				t.Errorf("%s: seq %d = %v, want %v", when, s.Seq, got, want(s.Seq))
+			}
+		}
+	}
+	check("after the trim", func(seq int64) [3]any {
+		if seq >= 2 && seq <= 38 && seq != 20 && seq != 25 {
+			return out
+		}
+		return in
+	})
+	for i := range req {
+		req[i].InContext, req[i].CutFingerprint = true, ""
+	}
+	if res, err := d.SyncRows(req, t1); err != nil || res != (SyncResult{Updated: 35}) {
+		t.Fatalf("restore = %+v, %v; want 35 updated", res, err)
+	}
+	check("after the restore", func(int64) [3]any { return in })
+}
+
 // TestSyncRowsNewTrimmedRows: rows first seen already out of context get trimmed_at_seq from a
 // cut row inserted in the same call, after them.
 func TestSyncRowsNewTrimmedRows(t *testing.T) {

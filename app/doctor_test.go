@@ -194,7 +194,7 @@ func TestStatusAndDoctorFindServiceOnOtherPort(t *testing.T) {
 	t.Cleanup(svc.Close)
 	port := quietPort(t)
 	sys, stdout := serviceSystem(t, port, nil)
-	remove, err := writeAddrFile(sys.configDir, svc.URL)
+	remove, err := installer.WriteAddrFile(sys.configDir, svc.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

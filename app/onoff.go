@@ -83,7 +83,7 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 	// only where the CLI needs it: for the port, and to save it.
 	cfg, cfgErr := config.Load(path, false, sys.getenv)
 	var bases []string
-	if b := readAddrFile(sys.configDir); b != "" {
+	if b := installer.ReadAddrFile(sys.configDir); b != "" {
 		bases = append(bases, b)
 	}
 	if cfgErr == nil {
@@ -92,7 +92,7 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 		}
 	}
 	// A missing token is sent as none: a service that runs answers 401, which says so.
-	token, tokenErr := readToken(sys.configDir)
+	token, tokenErr := installer.ReadToken(sys.configDir)
 
 	var notTaken []string // "<base>: why" of listeners that answered but changed nothing
 	for _, base := range bases {

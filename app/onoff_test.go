@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store/storetest"
 	"github.com/smarter-compact/smarter-compact/web"
@@ -33,7 +34,7 @@ func stateServer(t *testing.T, text string) (*state, string, system, *syncBuffer
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, err := ensureToken(sys.configDir)
+	token, err := installer.EnsureToken(sys.configDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,11 +286,11 @@ func TestOnOffFindsServiceOnOtherPort(t *testing.T) {
 	}
 	st.poll()
 	base := "http://127.0.0.1:" + strconv.Itoa(st.port)
-	remove, err := writeAddrFile(sys.configDir, base)
+	remove, err := installer.WriteAddrFile(sys.configDir, base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addrFile, _ := addrFilePath(sys.configDir)
+	addrFile, _ := installer.AddrFilePath(sys.configDir)
 	if runtime.GOOS != "windows" {
 		if fi, err := os.Stat(addrFile); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("address file: %v, mode %o; want 600", err, fi.Mode().Perm())
@@ -314,7 +315,7 @@ func TestOnOffFindsServiceOnOtherPort(t *testing.T) {
 		if err := os.WriteFile(addrFile, []byte(bad), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if got := readAddrFile(sys.configDir); got != "" {
+		if got := installer.ReadAddrFile(sys.configDir); got != "" {
 			t.Errorf("address file %s read as %q", bad, got)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/cli/browser"
 
 	"github.com/smarter-compact/smarter-compact/app/tray"
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/mcp"
 	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/proxy/config"
@@ -76,7 +77,7 @@ func serve(ctx context.Context, args []string, sys system) error {
 	if cfg.Memory.Configured() {
 		log.Info("memory recall on trim: " + cfg.Memory.String()) // never the API key
 	}
-	token, err := ensureToken(sys.configDir)
+	token, err := installer.EnsureToken(sys.configDir)
 	if err != nil {
 		return err
 	}
@@ -149,7 +150,7 @@ func serve(ctx context.Context, args []string, sys system) error {
 	}
 	base := "http://" + ln.Addr().String()
 	// Where we listen, for `on` and `off` (a --port they cannot read from the config).
-	if removeAddr, err := writeAddrFile(sys.configDir, base); err != nil {
+	if removeAddr, err := installer.WriteAddrFile(sys.configDir, base); err != nil {
 		log.Warn("cannot record the service's address: 'smarter-compact on|off' look on the config's port only", "err", err)
 	} else {
 		defer removeAddr()

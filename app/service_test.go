@@ -103,7 +103,7 @@ func TestServiceStartIdempotent(t *testing.T) {
 	if err := serviceCmd(ctx, []string{"status", "--json"}, sys); err != nil {
 		t.Fatal(err)
 	}
-	var rep serviceReport
+	var rep installer.ServiceReport
 	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, stdout)
 	}

@@ -222,7 +222,7 @@ func findService(ctx context.Context, configDir string, port int) (st serviceSta
 	if st.Answering {
 		return st, false
 	}
-	b := readAddrFile(configDir)
+	b := installer.ReadAddrFile(configDir)
 	if b == "" || b == st.URL {
 		return st, false
 	}
@@ -244,15 +244,8 @@ func findService(ctx context.Context, configDir string, port int) (st serviceSta
 // probeService asks GET /healthz on the loopback port (installer.ProbeHealth).
 func probeService(ctx context.Context, port int) serviceStatus {
 	h, err := installer.ProbeHealth(ctx, port)
-	st := serviceStatus{URL: h.URL, Build: h.Build}
-	switch {
-	case err != nil:
-		st.Error = err.Error()
-	case h.Status != "":
-		st.Error = fmt.Sprintf("GET /healthz answered %s, not smarter-compact's ok: another program on this port?", h.Status)
-	default:
-		st.Answering = true
-	}
+	st := serviceStatus{URL: h.URL, Build: h.Build, Error: installer.HealthProblem(h, err)}
+	st.Answering = st.Error == ""
 	return st
 }
 

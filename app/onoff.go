@@ -96,7 +96,7 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 
 	var notTaken []string // "<base>: why" of listeners that answered but changed nothing
 	for _, base := range bases {
-		res, err := switchRemote(ctx, base, token, agents, mode)
+		res, err := web.SetAgentModes(ctx, base, token, agents, mode)
 		var down *web.ServiceDownError
 		switch {
 		case errors.As(err, &down):
@@ -111,17 +111,17 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 		case err != nil:
 			return err
 		}
-		fmt.Fprintf(sys.stdout, "%s: saved in %s by the running service at %s; the next request follows it", switchDone(mode, agents), orNoneText(res.configPath), base)
-		if len(res.whys) > 0 {
-			fmt.Fprintf(sys.stdout, " (%s)", strings.Join(res.whys, ", "))
+		fmt.Fprintf(sys.stdout, "%s: saved in %s by the running service at %s; the next request follows it", switchDone(mode, agents), orNoneText(res.ConfigPath), base)
+		if len(res.Whys) > 0 {
+			fmt.Fprintf(sys.stdout, " (%s)", strings.Join(res.Whys, ", "))
 		}
 		fmt.Fprintln(sys.stdout)
-		if res.configPath != "" && !sameConfigFile(res.configPath, path) {
+		if res.ConfigPath != "" && !sameConfigFile(res.ConfigPath, path) {
 			// The CLI names another config.toml than the service's: save it there too.
 			if err := saveSwitch(path, cfgErr, agents, mode, sys); err != nil {
 				return fmt.Errorf("the running service switched, but %s (the config named here) was not saved: %w", path, err)
 			}
-			fmt.Fprintf(sys.stdout, "also saved in %s (the config named here; the service reads %s)\n", path, res.configPath)
+			fmt.Fprintf(sys.stdout, "also saved in %s (the config named here; the service reads %s)\n", path, res.ConfigPath)
 		}
 		return nil
 	}
@@ -166,15 +166,15 @@ func saveSwitch(path string, cfgErr error, agents []string, mode web.Mode, sys s
 			}
 		}
 	} else {
-		keys := make([]configKey, len(agents))
+		keys := make([]installer.TOMLKey, len(agents))
 		for i, a := range agents {
-			keys[i] = configKey{a, tomlBool(mode == web.ModeOn)}
+			keys[i] = installer.TOMLKey{Name: a, Value: installer.TOMLBool(mode == web.ModeOn)}
 		}
-		text, err = setConfigKeys(old, "context_proxy.agents", keys)
+		text, err = installer.SetKeysIn(old, "context_proxy.agents", keys)
 		if err != nil {
 			var lines strings.Builder
 			for _, k := range keys {
-				fmt.Fprintf(&lines, "\n  %s = %s", k.name, k.value)
+				fmt.Fprintf(&lines, "\n  %s = %s", k.Name, k.Value)
 			}
 			return fmt.Errorf("config %s: %v; under [context_proxy.agents] put:%s", path, err, lines.String())
 		}
@@ -200,37 +200,6 @@ func switchDone(mode web.Mode, agents []string) string {
 		return strings.Join(agents, ", ") + " follow the master switch ([context_proxy] enabled)"
 	}
 	return fmt.Sprintf("trimming %s for %s", mode, strings.Join(agents, ", "))
-}
-
-// remoteResult is what the service reported for a switch of several agents.
-type remoteResult struct {
-	configPath string   // the service's config.toml
-	whys       []string // "<agent> <why>" for each agent
-}
-
-// switchRemote switches agents one by one through the service at base. A
-// *web.ServiceDownError or web.ErrNotTaken comes only from the first agent, when nothing
-// changed.
-func switchRemote(ctx context.Context, base, token string, agents []string, mode web.Mode) (remoteResult, error) {
-	var res remoteResult
-	for i, a := range agents {
-		sw, err := web.SetAgentMode(ctx, base, token, a, mode)
-		if err != nil {
-			var down *web.ServiceDownError
-			if i == 0 && (errors.As(err, &down) || errors.Is(err, web.ErrNotTaken)) {
-				return res, err
-			}
-			if i > 0 {
-				return res, fmt.Errorf("the running service at %s switched %s, but not %s: %v", base, strings.Join(agents[:i], ", "), a, err)
-			}
-			return res, fmt.Errorf("the running service at %s: %v", base, err) // its message names the agent
-		}
-		res.configPath = sw.ConfigPath
-		if sw.Why != "" {
-			res.whys = append(res.whys, a+" "+sw.Why)
-		}
-	}
-	return res, nil
 }
 
 func orNoneText(s string) string {

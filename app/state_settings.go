@@ -70,7 +70,7 @@ func (s *state) SaveSettings(values map[string]string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fields := map[string]string{}
-	sets := map[string][]configKey{}
+	sets := map[string][]installer.TOMLKey{}
 	dels := map[string][]string{}
 	for _, id := range slices.Sorted(maps.Keys(values)) {
 		raw := strings.TrimSpace(values[id])
@@ -96,7 +96,7 @@ func (s *state) SaveSettings(values map[string]string) error {
 			fields[id] = err.Error()
 			continue
 		}
-		sets[d.Key.Section] = append(sets[d.Key.Section], configKey{d.Key.Name, text})
+		sets[d.Key.Section] = append(sets[d.Key.Section], installer.TOMLKey{Name: d.Key.Name, Value: text})
 	}
 	if len(fields) > 0 {
 		return &web.SettingsError{Fields: fields}
@@ -108,7 +108,7 @@ func (s *state) SaveSettings(values map[string]string) error {
 	}
 	text := old
 	for _, section := range slices.Sorted(maps.Keys(sets)) {
-		if text, err = setConfigKeys(text, section, sets[section]); err != nil {
+		if text, err = installer.SetKeysIn(text, section, sets[section]); err != nil {
 			return web.Refuse(fmt.Errorf("config %s: [%s]: %v: nothing saved", s.path, section, err))
 		}
 	}

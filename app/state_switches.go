@@ -39,14 +39,14 @@ func (s *state) SetAgent(agent string, mode web.Mode) error {
 			}
 			return installer.RemoveKeysIn(old, "context_proxy.agents", []string{agent}, true, true, false)
 		}
-		return setConfigKeys(old, "context_proxy.agents", []configKey{{agent, tomlBool(mode == web.ModeOn)}})
+		return installer.SetKeysIn(old, "context_proxy.agents", []installer.TOMLKey{{Name: agent, Value: installer.TOMLBool(mode == web.ModeOn)}})
 	}, "agent switched", "agent", agent, "mode", string(mode))
 }
 
 // SetMaster saves [context_proxy] enabled (web.Control).
 func (s *state) SetMaster(on bool) error {
 	return s.edit(func(old []byte) ([]byte, error) {
-		return setConfigKeys(old, "context_proxy", []configKey{{config.KeyEnabled.Name, tomlBool(on)}})
+		return installer.SetKeysIn(old, "context_proxy", []installer.TOMLKey{{Name: config.KeyEnabled.Name, Value: installer.TOMLBool(on)}})
 	}, "master switch", "enabled", on)
 }
 
@@ -65,7 +65,7 @@ func (s *state) SetPaused(paused bool) error {
 	if err != nil {
 		return fmt.Errorf("read config %s: %v: nothing changed", s.path, err)
 	}
-	text, err := setConfigKeys(old, "context_proxy", []configKey{{config.KeyPaused.Name, tomlBool(paused)}})
+	text, err := installer.SetKeysIn(old, "context_proxy", []installer.TOMLKey{{Name: config.KeyPaused.Name, Value: installer.TOMLBool(paused)}})
 	if err != nil {
 		if _, lerr := config.ResolveText(s.path, old, s.getenv); lerr == nil {
 			// The file loads, but the key is written in a form the editor does not handle.

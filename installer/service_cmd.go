@@ -204,4 +204,3 @@ func ServiceStatusCmd(ctx context.Context, w io.Writer, cfg ServiceConfig, notes
 	PrintNotes(w, notes)
 	return nil
 }
-

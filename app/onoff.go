@@ -153,7 +153,7 @@ func saveSwitch(path string, cfgErr error, agents []string, mode web.Mode, sys s
 	if cfgErr != nil {
 		return fmt.Errorf("%w\nnothing changed: fix the config first", cfgErr)
 	}
-	old, err := readConfigText(path)
+	old, err := config.ReadText(path)
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}

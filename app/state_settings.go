@@ -127,7 +127,7 @@ func (s *state) settingEdits(values map[string]string) (fields map[string]string
 // editedText is config.toml's text now (old, nil without a file) and with sets and dels
 // applied, sections in order.
 func (s *state) editedText(sets map[string][]installer.TOMLKey, dels map[string][]string) (old, text []byte, err error) {
-	old, err = readConfigText(s.path)
+	old, err = config.ReadText(s.path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read config %s: %v: nothing saved", s.path, err)
 	}

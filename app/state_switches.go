@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/proxy/config"
@@ -61,7 +62,7 @@ func (s *state) SetMaster(on bool) error {
 func (s *state) SetPaused(paused bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, err := readConfigText(s.path)
+	old, err := config.ReadText(s.path)
 	if err != nil {
 		return fmt.Errorf("read config %s: %v: nothing changed", s.path, err)
 	}
@@ -114,7 +115,7 @@ func (s *state) edit(change func(old []byte) ([]byte, error), what string, attrs
 	if sw := config.SwitchesOf(&s.file.ContextProxy, s.getenv); sw.Env != "" {
 		return envLockError(sw)
 	}
-	old, err := readConfigText(s.path)
+	old, err := config.ReadText(s.path)
 	if err != nil {
 		return fmt.Errorf("read config %s: %v: nothing changed", s.path, err)
 	}
@@ -222,3 +223,6 @@ func (s *state) apply(rc config.Resolved) bool {
 	s.storeEnabled()
 	return true
 }
+
+// isReadOnlyFS reports a write refused because the file system is mounted read-only.
+func isReadOnlyFS(err error) bool { return errors.Is(err, syscall.EROFS) }

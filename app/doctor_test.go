@@ -265,7 +265,7 @@ func TestDoctorRot(t *testing.T) {
 			t.Cleanup(srv.Close)
 			port := srv.Listener.Addr().(*net.TCPAddr).Port
 			sys, stdout, settings, _ := installSystem(t)
-			sys.getenv = env{"CONTEXT_PROXY_PORT": strconv.Itoa(port), "SMARTER_COMPACT_STATE_DIR": t.TempDir(), "LOCALAPPDATA": sys.getenv("LOCALAPPDATA")}.get
+			sys.getenv = env{"CONTEXT_PROXY_PORT": strconv.Itoa(port), "SMARTER_COMPACT_STATE_DIR": t.TempDir(), "LOCALAPPDATA": sys.getenv("LOCALAPPDATA")}.Get
 			if err := run(ctx, []string{"install", "--agents", "claude-code"}, sys); err != nil {
 				t.Fatalf("install: %v\n%s", err, stdout)
 			}

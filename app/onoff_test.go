@@ -17,6 +17,7 @@ import (
 
 	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/proxy/config"
+	"github.com/smarter-compact/smarter-compact/proxy/config/configtest"
 	"github.com/smarter-compact/smarter-compact/store/storetest"
 	"github.com/smarter-compact/smarter-compact/web"
 )
@@ -28,7 +29,7 @@ func stateServer(t *testing.T, text string) (*state, string, system, *syncBuffer
 	t.Helper()
 	ts := httptest.NewUnstartedServer(nil)
 	port := ts.Listener.Addr().(*net.TCPAddr).Port
-	path := writeConfig(t, strings.ReplaceAll(text, "PORT", strconv.Itoa(port)))
+	path := configtest.WriteConfig(t, strings.ReplaceAll(text, "PORT", strconv.Itoa(port)))
 	sys, stdout, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path})
 	st, err := newState(stateOptions{Path: path, Explicit: true, Sys: sys})
 	if err != nil {
@@ -77,7 +78,7 @@ func TestOnOffRunningService(t *testing.T) {
 	if st.agentsString() != "claude-code=on codex=on opencode=on unknown=on" {
 		t.Errorf("switches after on: %s", st.agentsString())
 	}
-	cfg, err := config.Load(path, true, env{}.get)
+	cfg, err := config.Load(path, true, env{}.Get)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestOnOffErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			path := writeConfig(t, c.text)
+			path := configtest.WriteConfig(t, c.text)
 			e := env{"SMARTER_COMPACT_CONFIG": path}
 			if c.port != "" {
 				e["CONTEXT_PROXY_PORT"] = c.port
@@ -220,7 +221,7 @@ func TestOnOffLetsTheServiceSave(t *testing.T) {
 	t.Cleanup(ts.Close)
 	port := ts.Listener.Addr().(*net.TCPAddr).Port
 	const text = "[context_proxy]\nport = PORT\n"
-	path = writeConfig(t, strings.ReplaceAll(text, "PORT", strconv.Itoa(port)))
+	path = configtest.WriteConfig(t, strings.ReplaceAll(text, "PORT", strconv.Itoa(port)))
 	before := readText(t, path)
 	sys, stdout, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path})
 	if err := run(t.Context(), []string{"off", "codex", "opencode"}, sys); err != nil {
@@ -264,7 +265,7 @@ func TestOnOffConcurrentWithDashboard(t *testing.T) {
 		})
 		wg.Wait()
 		st.poll()
-		cfg, err := config.Load(path, true, env{}.get)
+		cfg, err := config.Load(path, true, env{}.Get)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -387,7 +388,7 @@ func TestFollow(t *testing.T) {
 		}
 		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
-		path := writeConfig(t, "[context_proxy]\nport = "+strconv.Itoa(port)+"\n\n[context_proxy.agents]\nclaude-code = false\ncodex = true\n")
+		path := configtest.WriteConfig(t, "[context_proxy]\nport = "+strconv.Itoa(port)+"\n\n[context_proxy.agents]\nclaude-code = false\ncodex = true\n")
 		sys, stdout, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path})
 		if err := run(t.Context(), []string{"follow"}, sys); err != nil {
 			t.Fatalf("follow: %v", err)

@@ -198,7 +198,7 @@ exit 0
 	})
 	sys.home = home
 	configPath := filepath.Join(sys.configDir, "smarter-compact", "config.toml")
-	sys.getenv = env{"SMARTER_COMPACT_STATE_DIR": state, "CONTEXT_TRIM_AT_TOKENS": "50000", "SMARTER_COMPACT_CONFIG": configPath}.get
+	sys.getenv = env{"SMARTER_COMPACT_STATE_DIR": state, "CONTEXT_TRIM_AT_TOKENS": "50000", "SMARTER_COMPACT_CONFIG": configPath}.Get
 
 	if err := serviceCmd(ctx, []string{"install", "--no-start"}, sys); err != nil {
 		t.Fatalf("install: %v\n%s", err, stdout)

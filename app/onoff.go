@@ -51,46 +51,18 @@ func onOff(ctx context.Context, on bool, args []string, sys system) error {
 // the change because our token is missing or wrong, or something else answers on the port,
 // the CLI saves the file itself and says so.
 func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) error {
-	name := string(mode)
-	what := "turns trimming " + name + " for"
-	if mode == web.ModeFollow {
-		what = "sets back to following the master switch ([context_proxy] enabled)"
-	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	configFlag := fs.String("config", "", "edit config.toml at `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(sys.stdout, "Usage: smarter-compact %s [flags] [agent…]\n\n%s the agents named (%s), every agent when none is named.\n\nFlags:\n",
-			name, strings.ToUpper(what[:1])+what[1:], strings.Join(config.ConfiguredAgents, ", "))
-		fs.SetOutput(sys.stdout)
-		fs.PrintDefaults()
-		return nil
-	}
-	if err != nil {
-		return usageError{fmt.Sprintf("%s: %v%s: run 'smarter-compact %s -h'", name, err, flagSuggestion(fs, err), name)}
-	}
-	agents, err := pickAgents(name, fs.Args())
-	if err != nil {
+	configFlag, agents, help, err := parseSwitchFlags(mode, args, sys)
+	if err != nil || help {
 		return err
 	}
-
-	path, _, err := config.Path(*configFlag, sys.getenv, sys.configDir)
+	path, _, err := config.Path(configFlag, sys.getenv, sys.configDir)
 	if err != nil {
 		return err
 	}
 	// A missing file is fine (even a named one: it is created); an invalid one is an error
 	// only where the CLI needs it: for the port, and to save it.
 	cfg, cfgErr := config.Load(path, false, sys.getenv)
-	var bases []string
-	if b := installer.ReadAddrFile(sys.configDir); b != "" {
-		bases = append(bases, b)
-	}
-	if cfgErr == nil {
-		if b := "http://127.0.0.1:" + strconv.Itoa(cfg.Port); !slices.Contains(bases, b) {
-			bases = append(bases, b)
-		}
-	}
+	bases := switchBases(sys.configDir, cfg, cfgErr)
 	// A missing token is sent as none: a service that runs answers 401, which says so.
 	token, tokenErr := installer.ReadToken(sys.configDir)
 
@@ -144,6 +116,47 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 	}
 	fmt.Fprintf(sys.stdout, "%s: the change applies when it starts\n", where)
 	return nil
+}
+
+// parseSwitchFlags parses the flags and agents of `on`, `off` and `follow`; help is true
+// when -h printed the usage.
+func parseSwitchFlags(mode web.Mode, args []string, sys system) (configFlag string, agents []string, help bool, err error) {
+	name := string(mode)
+	what := "turns trimming " + name + " for"
+	if mode == web.ModeFollow {
+		what = "sets back to following the master switch ([context_proxy] enabled)"
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&configFlag, "config", "", "edit config.toml at `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
+	err = fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(sys.stdout, "Usage: smarter-compact %s [flags] [agent…]\n\n%s the agents named (%s), every agent when none is named.\n\nFlags:\n",
+			name, strings.ToUpper(what[:1])+what[1:], strings.Join(config.ConfiguredAgents, ", "))
+		fs.SetOutput(sys.stdout)
+		fs.PrintDefaults()
+		return "", nil, true, nil
+	}
+	if err != nil {
+		return "", nil, false, usageError{fmt.Sprintf("%s: %v%s: run 'smarter-compact %s -h'", name, err, flagSuggestion(fs, err), name)}
+	}
+	agents, err = pickAgents(name, fs.Args())
+	return configFlag, agents, false, err
+}
+
+// switchBases are where a running service may listen: the address it recorded
+// (installer.ReadAddrFile), then the config's port when the config loads (cfgErr nil).
+func switchBases(configDir string, cfg config.Config, cfgErr error) []string {
+	var bases []string
+	if b := installer.ReadAddrFile(configDir); b != "" {
+		bases = append(bases, b)
+	}
+	if cfgErr == nil {
+		if b := "http://127.0.0.1:" + strconv.Itoa(cfg.Port); !slices.Contains(bases, b) {
+			bases = append(bases, b)
+		}
+	}
+	return bases
 }
 
 // saveSwitch saves [context_proxy.agents] <agent> = true|false (on, off) or removes the key

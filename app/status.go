@@ -292,21 +292,7 @@ func writeStatus(w io.Writer, rep *statusReport) {
 			p("  %-12s %-3s  %-22s via %s", a.Agent, state, "("+a.Source+")", a.Route)
 		}
 	}
-	if rep.Service.Answering {
-		p("Service: answering on %s", rep.Service.URL)
-		if rep.Service.Error != "" {
-			p("  but %s", rep.Service.Error)
-		}
-		if st.ProxyStale != nil && *st.ProxyStale {
-			running := rep.Service.Build
-			if running == "" {
-				running = "an older release"
-			}
-			p("  stale: it runs %s, not the installed binary (%s); restart it: %s", running, *st.CheckoutProxyVersion, rep.Service.Restart)
-		}
-	} else {
-		p("Service: not answering on %s (%s); start it with 'smarter-compact serve'", rep.Service.URL, rep.Service.Error)
-	}
+	writeServiceStatus(p, rep)
 	p("Store: %s (%d sessions read, %d skipped)", rep.Store, st.Sessions, st.Skipped)
 	for _, k := range st.SkippedSessions {
 		p("  skipped %s: %s", k.Session, k.Reason)
@@ -325,7 +311,38 @@ func writeStatus(w io.Writer, rep *statusReport) {
 		p("  Latest writers: %s", strings.Join(slices.Sorted(maps.Values(st.Latest)), ", "))
 	}
 
-	u := &st.Usage
+	writeCacheUsage(p, &st.Usage)
+	switch {
+	case st.ProxyStale == nil:
+		p("  Proxy version check: the service does not answer, so there is no running build to compare with the installed binary")
+	case *st.ProxyStale:
+		p("  Proxy version check: stale, the service runs an older build than the installed binary; restart it: %s", rep.Service.Restart)
+	default:
+		p("  Proxy version check: the service runs the installed binary (%s)", *st.CheckoutProxyVersion)
+	}
+}
+
+// writeServiceStatus prints the Service lines of `status --verbose`.
+func writeServiceStatus(p func(string, ...any), rep *statusReport) {
+	if rep.Service.Answering {
+		p("Service: answering on %s", rep.Service.URL)
+		if rep.Service.Error != "" {
+			p("  but %s", rep.Service.Error)
+		}
+		if rep.Status.ProxyStale != nil && *rep.Status.ProxyStale {
+			running := rep.Service.Build
+			if running == "" {
+				running = "an older release"
+			}
+			p("  stale: it runs %s, not the installed binary (%s); restart it: %s", running, *rep.Status.CheckoutProxyVersion, rep.Service.Restart)
+		}
+	} else {
+		p("Service: not answering on %s (%s); start it with 'smarter-compact serve'", rep.Service.URL, rep.Service.Error)
+	}
+}
+
+// writeCacheUsage prints the prompt cache lines of `status --verbose`.
+func writeCacheUsage(p func(string, ...any), u *store.UsageStatus) {
 	p("  Prompt cache: %d requests, %d with cache counts, hit ratio %s", u.Requests, u.WithCacheCounts, percent(u.HitRatio))
 	if u.Requests > 0 {
 		p("    tokens: input %d, cache read %d, cache creation %d, output %d", u.InputTokens, u.CacheReadTokens, u.CacheCreation, u.OutputTokens)
@@ -356,14 +373,6 @@ func writeStatus(w io.Writer, rep *statusReport) {
 		for _, k := range layouts {
 			p("      %-30s %d", k, u.BreakpointLayouts[k])
 		}
-	}
-	switch {
-	case st.ProxyStale == nil:
-		p("  Proxy version check: the service does not answer, so there is no running build to compare with the installed binary")
-	case *st.ProxyStale:
-		p("  Proxy version check: stale, the service runs an older build than the installed binary; restart it: %s", rep.Service.Restart)
-	default:
-		p("  Proxy version check: the service runs the installed binary (%s)", *st.CheckoutProxyVersion)
 	}
 }
 

@@ -178,7 +178,7 @@ func TestDoctorStoreModes(t *testing.T) {
 	}
 }
 
-// A service started with serve --port records its address (addrfile.go): status and doctor
+// A service started with serve --port records its address (installer/addrfile.go): status and doctor
 // find it there instead of telling the user to start a service that runs, and say that
 // agents wired to the configured port do not reach it.
 func TestStatusAndDoctorFindServiceOnOtherPort(t *testing.T) {

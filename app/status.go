@@ -214,7 +214,7 @@ func agentStatuses(cfg config.Config, getenv func(string) string, port int) []ag
 }
 
 // findService probes the configured port and, when nothing of ours answers there, the
-// address a running service recorded (serve --port; addrfile.go). Elsewhere is set when the
+// address a running service recorded (serve --port; installer/addrfile.go). Elsewhere is set when the
 // service answers on that other address, which agents wired to the configured port do not
 // reach.
 func findService(ctx context.Context, configDir string, port int) (st serviceStatus, elsewhere bool) {

@@ -36,6 +36,7 @@ var importRules = map[string][]string{
 	"store/savings":              {"store"},
 	"proxy":                      {"store"},
 	"proxy/config":               {"proxy", "proxy/memory", "store/savings"},
+	"proxy/config/configtest":    {}, // the config test helpers of proxy/config and app
 	"proxy/fakeupstream":         {"store"},
 	"proxy/memory":               {},
 	"proxy/memory/fakehindsight": {},

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/smarter-compact/smarter-compact/proxy/config/configtest"
 )
 
 // syncBuffer is a bytes.Buffer that the server's goroutines and the test can share.
@@ -42,7 +44,7 @@ func testSystem(t *testing.T, e env) (sys system, stdout, stderr *syncBuffer) {
 		stdout:    stdout,
 		stderr:    stderr,
 		log:       slog.New(slog.NewTextHandler(stderr, nil)),
-		getenv:    e.get,
+		getenv:    e.Get,
 		home:      t.TempDir(),
 		configDir: t.TempDir(),
 		goos:      runtime.GOOS,
@@ -123,7 +125,7 @@ func TestRunCommandLine(t *testing.T) {
 
 func TestServeRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	path := writeConfig(t, "[context_proxy]\nport = 99999\n")
+	path := configtest.WriteConfig(t, "[context_proxy]\nport = 99999\n")
 	sys, _, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path})
 	err := run(t.Context(), []string{"serve", "--no-tray"}, sys)
 	if ExitCode(err) != 1 || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "[context_proxy] port = 99999") {

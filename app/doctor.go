@@ -6,9 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/smarter-compact/smarter-compact/installer"
@@ -117,8 +114,8 @@ func doctor(ctx context.Context, sys system, configFlag string) doctorReport {
 	for _, c := range agentChecks(ctx, sys, self, port, advice, false) {
 		add(c)
 	}
-	add(storeCheck(sys))
-	add(fts5Check())
+	add(storeFinding("store", store.CheckDir(store.Dir(sys.getenv, sys.home, sys.goos, sys.getenv("LOCALAPPDATA")))))
+	add(storeFinding("fts5", store.CheckFTS5()))
 	add(loginServiceCheck(ctx, sys, configFlag))
 	rep.OK = rep.Failed == 0
 	return rep
@@ -171,76 +168,9 @@ func startAdvice(ctx context.Context, sys system, configFlag string) string {
 	return "'smarter-compact service start' (or 'smarter-compact serve' in a terminal)"
 }
 
-// storeCheck: the context store's folder exists or can be made, is writable, and nothing
-// in it is open to group or others (folders 700, files 600; store.Open tightens the
-// folders, the session files are tightened when opened).
-func storeCheck(sys system) doctorCheck {
-	dir := store.Dir(sys.getenv, sys.home, sys.goos, sys.getenv("LOCALAPPDATA"))
-	c := doctorCheck{Name: "store"}
-	if !filepath.IsAbs(dir) {
-		c.Status, c.Message = checkFail, fmt.Sprintf("context store directory %q is not an absolute path", dir)
-		c.Fix = "set " + store.StateDirEnv + " to an absolute path (or HOME)"
-		return c
-	}
-	root, err := store.Open(dir)
-	if err == nil {
-		root.Close()
-	} else if !strings.Contains(err.Error(), "fts5") { // the fts5 check reports that one
-		c.Status, c.Message = checkFail, err.Error()
-		c.Fix = fmt.Sprintf("make %s a folder you own (mkdir -p, chmod 700), or set %s to one", dir, store.StateDirEnv)
-		return c
-	}
-	f, err := os.CreateTemp(dir, ".doctor-*")
-	if err != nil {
-		c.Status, c.Message = checkFail, fmt.Sprintf("%s is not writable: %v", dir, err)
-		c.Fix = fmt.Sprintf("give yourself write access (chmod u+rwx %s), or set %s to a folder you own", dir, store.StateDirEnv)
-		return c
-	}
-	f.Close()
-	os.Remove(f.Name())
-	if runtime.GOOS == "windows" {
-		c.Status, c.Message = checkOK, dir+" is writable (Windows: your profile's permissions apply, not modes)"
-		return c
-	}
-	loose := store.OpenToOthers(dir)
-	if len(loose) > 0 {
-		shown := loose[:min(3, len(loose))]
-		c.Status = checkFail
-		c.Message = fmt.Sprintf("%d entries in %s are open to group or others, e.g. %s", len(loose), dir, strings.Join(shown, ", "))
-		c.Fix = fmt.Sprintf("chmod -R go-rwx %s", shellQuote(dir))
-		return c
-	}
-	c.Status, c.Message = checkOK, dir+" is writable; folders 700, files 600"
-	return c
-}
-
-// shellQuote quotes p for a POSIX shell when it needs it.
-func shellQuote(p string) string {
-	if !strings.ContainsAny(p, " \t\n'\"\\$`!*?[]{}()<>|&;#~") {
-		return p
-	}
-	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
-}
-
-// fts5Check opens a throwaway store, which fails without SQLite's FTS5 (store.Open probes
-// it), so a broken store folder cannot hide the build's problem or the other way round.
-func fts5Check() doctorCheck {
-	c := doctorCheck{Name: "fts5"}
-	tmp, err := os.MkdirTemp("", "smarter-compact-doctor-")
-	if err != nil {
-		c.Status, c.Message = checkWarn, "cannot tell: "+err.Error()
-		return c
-	}
-	defer os.RemoveAll(tmp)
-	root, err := store.Open(filepath.Join(tmp, "context"))
-	if err != nil {
-		c.Status, c.Message = checkFail, err.Error()
-		c.Fix = "use a release build, or rebuild with cgo and the FTS5 tag: CGO_ENABLED=1 go build -tags sqlite_fts5 (make build)"
-		return c
-	}
-	root.Close()
-	c.Status, c.Message = checkOK, "SQLite has FTS5"
-	return c
+// storeFinding is a Finding of store's as the doctor line name.
+func storeFinding(name string, f store.Finding) doctorCheck {
+	return doctorCheck{Name: name, Status: f.Status, Message: f.Message, Fix: f.Fix}
 }
 
 // loginServiceCheck is installer.CheckService for the login service this binary and config

@@ -178,7 +178,7 @@ func TestDoctorStoreModes(t *testing.T) {
 	}
 }
 
-// A service started with serve --port records its address (addrfile.go): status and doctor
+// A service started with serve --port records its address (installer/addrfile.go): status and doctor
 // find it there instead of telling the user to start a service that runs, and say that
 // agents wired to the configured port do not reach it.
 func TestStatusAndDoctorFindServiceOnOtherPort(t *testing.T) {
@@ -194,7 +194,7 @@ func TestStatusAndDoctorFindServiceOnOtherPort(t *testing.T) {
 	t.Cleanup(svc.Close)
 	port := quietPort(t)
 	sys, stdout := serviceSystem(t, port, nil)
-	remove, err := writeAddrFile(sys.configDir, svc.URL)
+	remove, err := installer.WriteAddrFile(sys.configDir, svc.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestDoctorRot(t *testing.T) {
 			t.Cleanup(srv.Close)
 			port := srv.Listener.Addr().(*net.TCPAddr).Port
 			sys, stdout, settings, _ := installSystem(t)
-			sys.getenv = env{"CONTEXT_PROXY_PORT": strconv.Itoa(port), "SMARTER_COMPACT_STATE_DIR": t.TempDir(), "LOCALAPPDATA": sys.getenv("LOCALAPPDATA")}.get
+			sys.getenv = env{"CONTEXT_PROXY_PORT": strconv.Itoa(port), "SMARTER_COMPACT_STATE_DIR": t.TempDir(), "LOCALAPPDATA": sys.getenv("LOCALAPPDATA")}.Get
 			if err := run(ctx, []string{"install", "--agents", "claude-code"}, sys); err != nil {
 				t.Fatalf("install: %v\n%s", err, stdout)
 			}

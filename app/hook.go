@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,22 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store"
 )
-
-// hookInputLimit bounds the JSON an agent hands a hook on stdin. Claude Code's hook input is a
-// few hundred bytes plus the prompt; a prompt past this is not "/smarter-compact" anyway.
-const hookInputLimit = 4 << 20
-
-// forceCommand is the prompt that forces a trim on the next request (seed 001, "Turn it on
-// or off": `/smart-compact` in the seed, `/smarter-compact` here).
-const forceCommand = "/smarter-compact"
-
-// forceReason is what Claude Code shows the user after a /smarter-compact prompt. The prompt
-// itself never reaches the model.
-const forceReason = "smarter-compact: the next request of this session will be trimmed. " +
-	"Older turns stay searchable (smart_compact_search); send your next prompt as usual."
 
 const hookUsage = `Usage: smarter-compact hook <event>
 
@@ -42,22 +29,6 @@ Called by the agents' hooks, never by hand. Events:
 A hook never fails the agent: on an error it prints one line on stderr and exits 0. Nothing but
 the hook protocol goes to stdout.
 `
-
-// claudeHookInput is the part of Claude Code's hook input we read (SessionStart:
-// session_id, cwd, hook_event_name, source; UserPromptSubmit adds prompt).
-type claudeHookInput struct {
-	SessionID     string `json:"session_id"`
-	Cwd           string `json:"cwd"`
-	HookEventName string `json:"hook_event_name"`
-	Prompt        string `json:"prompt"`
-}
-
-// claudeBlock is Claude Code's UserPromptSubmit output that stops the prompt: the prompt is
-// not sent to the model and reason is shown to the user.
-type claudeBlock struct {
-	Decision string `json:"decision"`
-	Reason   string `json:"reason"`
-}
 
 // hook is the `hook <event>` command the agents' hooks run (DESIGN.md §2; contract:
 // Location, sessions/<sid>.json and sessions/<sid>.force). It returns a non-nil error only
@@ -96,25 +67,6 @@ func hook(_ context.Context, args []string, sys system) error {
 // oneLine keeps a hook's error on the single stderr line the agents show.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// readHookInput decodes the agent's JSON from stdin.
-func readHookInput(sys system) (claudeHookInput, error) {
-	var in claudeHookInput
-	if sys.stdin == nil {
-		return in, errors.New("no hook input on stdin")
-	}
-	b, err := io.ReadAll(io.LimitReader(sys.stdin, hookInputLimit+1))
-	if err != nil {
-		return in, fmt.Errorf("read hook input: %w", err)
-	}
-	if len(b) > hookInputLimit {
-		return in, fmt.Errorf("hook input over %d bytes", hookInputLimit)
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		return in, fmt.Errorf("hook input is not the agent's JSON: %w", err)
-	}
-	return in, nil
-}
-
 // hookSID sanitizes an agent's session id (contract: Session id); an empty result means the
 // hook writes nothing.
 func hookSID(raw string) (string, error) {
@@ -138,7 +90,7 @@ func hookSessionStart(args []string, sys system) error {
 	if err := noArgs("session-start", args); err != nil {
 		return err
 	}
-	in, err := readHookInput(sys)
+	in, err := installer.ReadClaudeHookInput(sys.stdin)
 	if err != nil {
 		return err
 	}
@@ -155,18 +107,18 @@ func hookPromptSubmit(args []string, sys system) error {
 	if err := noArgs("prompt-submit", args); err != nil {
 		return err
 	}
-	in, err := readHookInput(sys)
+	in, err := installer.ReadClaudeHookInput(sys.stdin)
 	if err != nil {
 		return err
 	}
 	sid, sidErr := hookSID(in.SessionID)
-	if strings.TrimSpace(in.Prompt) != forceCommand {
+	if strings.TrimSpace(in.Prompt) != installer.ForceCommand {
 		if sidErr != nil {
 			return sidErr
 		}
 		return registerIfMissing(sys, store.Registration{SessionID: sid, Agent: config.AgentClaudeCode, Cwd: in.Cwd})
 	}
-	reason := forceReason
+	reason := installer.ForceReason
 	err = sidErr
 	if err == nil {
 		err = setForce(sys, sid)
@@ -175,7 +127,7 @@ func hookPromptSubmit(args []string, sys system) error {
 		// Still block: sent on, "/smarter-compact" would only puzzle the model.
 		reason = "smarter-compact: could not set the force flag, nothing will be trimmed early: " + oneLine(err.Error())
 	}
-	if werr := writeJSONLine(sys.stdout, claudeBlock{Decision: "block", Reason: reason}); werr != nil {
+	if werr := installer.WriteClaudeBlock(sys.stdout, reason); werr != nil {
 		return errors.Join(err, werr)
 	}
 	return err
@@ -253,13 +205,6 @@ func setForce(sys system, sid string) error {
 	}
 	defer root.Close()
 	return root.SetForce(sid)
-}
-
-// writeJSONLine writes v as one line of JSON without HTML escaping.
-func writeJSONLine(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
 }
 
 // memoryBank returns the bank of a session working in cwd under the user's config.toml

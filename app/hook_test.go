@@ -173,7 +173,7 @@ func TestHookFailuresNeverBreakTheAgent(t *testing.T) {
 			t.Parallel()
 			sys, _, stdout, stderr := hookSystem(t, tt.stdin)
 			if tt.wantBlock {
-				sys.getenv = env{"SMARTER_COMPACT_STATE_DIR": "relative/dir"}.get
+				sys.getenv = env{"SMARTER_COMPACT_STATE_DIR": "relative/dir"}.Get
 			}
 			err := run(t.Context(), append([]string{"hook"}, tt.args...), sys)
 			if err != nil {

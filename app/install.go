@@ -79,7 +79,7 @@ func install(ctx context.Context, args []string, sys system) error {
 		}
 	}
 	rep := installer.Install(env, agents, f.dryRun)
-	failed := printReport(w, rep, "install", f.dryRun)
+	failed := rep.Print(w, "install", f.dryRun)
 	lines, err := installer.ChainUpstreams(upstreamConfig(cfgPath, cfg.Port), rep, f.dryRun, installer.UpstreamRecordPath(env))
 	printLines(w, lines)
 	if err != nil {
@@ -87,7 +87,7 @@ func install(ctx context.Context, args []string, sys system) error {
 	}
 	if f.dryRun {
 		fmt.Fprintln(w, "dry run: nothing written")
-	} else if wired(rep) {
+	} else if rep.Wired() {
 		if st := probeService(ctx, cfg.Port); !st.Answering {
 			fmt.Fprintf(w, "the service does not answer at %s: the wired agents cannot reach their model API until it runs.\n  %s\n",
 				st.URL, startAdvice(ctx, sys, f.config))
@@ -119,7 +119,7 @@ func uninstall(ctx context.Context, args []string, sys system) error {
 	}
 	w := sys.stdout
 	rep := installer.Uninstall(env, agents, f.dryRun)
-	failed := printReport(w, rep, "uninstall", f.dryRun)
+	failed := rep.Print(w, "uninstall", f.dryRun)
 	if cfgPath, _, err := config.Path(f.config, sys.getenv, sys.configDir); err == nil {
 		var unwired []string
 		for _, a := range rep.Agents {
@@ -278,87 +278,6 @@ func installEnv(sys system, port int) (installer.Env, error) {
 	}, nil
 }
 
-// printReport prints one block per agent and returns an error per failed agent.
-func printReport(w io.Writer, rep installer.Report, cmd string, dryRun bool) []error {
-	var failed []error
-	would := func(done, planned string) string {
-		if dryRun {
-			return planned
-		}
-		return done
-	}
-	for _, a := range rep.Agents {
-		switch {
-		case a.Err != nil:
-			// The cause is printed once, with the returned error (stderr).
-			fmt.Fprintf(w, "%s: failed, nothing written for it (why: below)\n", a.Agent)
-			failed = append(failed, fmt.Errorf("%s: %w\nfix the file named above (or move it aside), then run: smarter-compact %s --agents %s", a.Agent, a.Err, cmd, a.Agent))
-			continue
-		case a.Skipped != "":
-			fmt.Fprintf(w, "%s: %s\n", a.Agent, strings.TrimPrefix(a.Skipped, a.Agent+": "))
-			continue
-		}
-		fmt.Fprintf(w, "%s: %s\n", a.Agent, reportHeadline(a, cmd, would))
-		for _, file := range a.Files {
-			fmt.Fprintf(w, "  %s\n", reportFileLine(a, file, cmd, dryRun, would))
-		}
-		for _, n := range a.Notes {
-			fmt.Fprintf(w, "  note: %s\n", n)
-		}
-		if dryRun && a.Diff != "" {
-			io.WriteString(w, a.Diff)
-			if !strings.HasSuffix(a.Diff, "\n") {
-				io.WriteString(w, "\n")
-			}
-		}
-	}
-	return failed
-}
-
-// reportHeadline is what happened to a wired or unwired agent, the line after its name.
-func reportHeadline(a installer.AgentReport, cmd string, would func(done, planned string) string) string {
-	switch {
-	case cmd == "install" && len(a.Files) == 0:
-		return "already wired, nothing to change"
-	case cmd == "install":
-		return would("wired", "would wire")
-	case a.Tier == 1:
-		return would("unwired: removed what install added", "would remove what install added")
-	case a.Tier == 2:
-		return would("no usable install diff: restored the snapshots taken at install", "no usable install diff: would restore the snapshots taken at install")
-	case a.Tier == 3:
-		return would("no install record: removed the smarter-compact wiring found in the files", "no install record: would remove the smarter-compact wiring found in the files")
-	default:
-		return "nothing to undo"
-	}
-}
-
-// reportFileLine is what happened to one of the agent's files.
-func reportFileLine(a installer.AgentReport, file, cmd string, dryRun bool, would func(done, planned string) string) string {
-	switch {
-	case cmd == "install":
-		return would("wrote", "would write") + " " + file
-	case dryRun:
-		return "would put back " + file
-	case exists(file) && a.Tier == 3:
-		return "edited " + file
-	case exists(file):
-		return "restored " + file
-	default:
-		return "removed " + file + " (install had created it)"
-	}
-}
-
-// wired reports whether an install report has an agent that is wired now.
-func wired(rep installer.Report) bool {
-	for _, a := range rep.Agents {
-		if a.Err == nil && a.Skipped == "" {
-			return true
-		}
-	}
-	return false
-}
-
 // upstreamConfig is config.toml at path as installer.ChainUpstreams and UnchainUpstreams
 // read it: the families' upstreams in effect and the [upstream.agents.<agent>] keys
 // (config.UpstreamsIn).
@@ -378,9 +297,4 @@ func printLines(w io.Writer, lines []string) {
 	for _, l := range lines {
 		fmt.Fprintln(w, l)
 	}
-}
-
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
 }

@@ -127,7 +127,7 @@ func TestInstallUninstall(t *testing.T) {
 	if fi, err := os.Stat(stablePath(sys)); runtime.GOOS != "windows" && (err != nil || fi.Mode().Perm() != 0o755) {
 		t.Errorf("stable copy: %v, mode %v, want 0755", err, fi.Mode())
 	}
-	cfg, err := config.Load(cfgFile, true, env{}.get)
+	cfg, err := config.Load(cfgFile, true, env{}.Get)
 	if err != nil {
 		t.Fatalf("config.toml after install: %v", err)
 	}

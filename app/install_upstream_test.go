@@ -41,7 +41,7 @@ func TestInstallUninstallUpstreamsByteIdentical(t *testing.T) {
 			if err := run(t.Context(), []string{"install", "--agents", "claude-code"}, sys); err != nil {
 				t.Fatalf("install: %v\n%s", err, stdout)
 			}
-			cfg, err := config.Load(cfgFile, true, env{}.get)
+			cfg, err := config.Load(cfgFile, true, env{}.Get)
 			if err != nil {
 				t.Fatal(err)
 			}

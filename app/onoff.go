@@ -51,52 +51,24 @@ func onOff(ctx context.Context, on bool, args []string, sys system) error {
 // the change because our token is missing or wrong, or something else answers on the port,
 // the CLI saves the file itself and says so.
 func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) error {
-	name := string(mode)
-	what := "turns trimming " + name + " for"
-	if mode == web.ModeFollow {
-		what = "sets back to following the master switch ([context_proxy] enabled)"
-	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	configFlag := fs.String("config", "", "edit config.toml at `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(sys.stdout, "Usage: smarter-compact %s [flags] [agent…]\n\n%s the agents named (%s), every agent when none is named.\n\nFlags:\n",
-			name, strings.ToUpper(what[:1])+what[1:], strings.Join(config.ConfiguredAgents, ", "))
-		fs.SetOutput(sys.stdout)
-		fs.PrintDefaults()
-		return nil
-	}
-	if err != nil {
-		return usageError{fmt.Sprintf("%s: %v%s: run 'smarter-compact %s -h'", name, err, flagSuggestion(fs, err), name)}
-	}
-	agents, err := pickAgents(name, fs.Args())
-	if err != nil {
+	configFlag, agents, help, err := parseSwitchFlags(mode, args, sys)
+	if err != nil || help {
 		return err
 	}
-
-	path, _, err := config.Path(*configFlag, sys.getenv, sys.configDir)
+	path, _, err := config.Path(configFlag, sys.getenv, sys.configDir)
 	if err != nil {
 		return err
 	}
 	// A missing file is fine (even a named one: it is created); an invalid one is an error
 	// only where the CLI needs it: for the port, and to save it.
 	cfg, cfgErr := config.Load(path, false, sys.getenv)
-	var bases []string
-	if b := readAddrFile(sys.configDir); b != "" {
-		bases = append(bases, b)
-	}
-	if cfgErr == nil {
-		if b := "http://127.0.0.1:" + strconv.Itoa(cfg.Port); !slices.Contains(bases, b) {
-			bases = append(bases, b)
-		}
-	}
+	bases := switchBases(sys.configDir, cfg, cfgErr)
 	// A missing token is sent as none: a service that runs answers 401, which says so.
-	token, tokenErr := readToken(sys.configDir)
+	token, tokenErr := installer.ReadToken(sys.configDir)
 
 	var notTaken []string // "<base>: why" of listeners that answered but changed nothing
 	for _, base := range bases {
-		res, err := switchRemote(ctx, base, token, agents, mode)
+		res, err := web.SetAgentModes(ctx, base, token, agents, mode)
 		var down *web.ServiceDownError
 		switch {
 		case errors.As(err, &down):
@@ -111,17 +83,17 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 		case err != nil:
 			return err
 		}
-		fmt.Fprintf(sys.stdout, "%s: saved in %s by the running service at %s; the next request follows it", switchDone(mode, agents), orNoneText(res.configPath), base)
-		if len(res.whys) > 0 {
-			fmt.Fprintf(sys.stdout, " (%s)", strings.Join(res.whys, ", "))
+		fmt.Fprintf(sys.stdout, "%s: saved in %s by the running service at %s; the next request follows it", switchDone(mode, agents), orNoneText(res.ConfigPath), base)
+		if len(res.Whys) > 0 {
+			fmt.Fprintf(sys.stdout, " (%s)", strings.Join(res.Whys, ", "))
 		}
 		fmt.Fprintln(sys.stdout)
-		if res.configPath != "" && !sameConfigFile(res.configPath, path) {
+		if res.ConfigPath != "" && !sameConfigFile(res.ConfigPath, path) {
 			// The CLI names another config.toml than the service's: save it there too.
 			if err := saveSwitch(path, cfgErr, agents, mode, sys); err != nil {
 				return fmt.Errorf("the running service switched, but %s (the config named here) was not saved: %w", path, err)
 			}
-			fmt.Fprintf(sys.stdout, "also saved in %s (the config named here; the service reads %s)\n", path, res.configPath)
+			fmt.Fprintf(sys.stdout, "also saved in %s (the config named here; the service reads %s)\n", path, res.ConfigPath)
 		}
 		return nil
 	}
@@ -146,6 +118,47 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 	return nil
 }
 
+// parseSwitchFlags parses the flags and agents of `on`, `off` and `follow`; help is true
+// when -h printed the usage.
+func parseSwitchFlags(mode web.Mode, args []string, sys system) (configFlag string, agents []string, help bool, err error) {
+	name := string(mode)
+	what := "turns trimming " + name + " for"
+	if mode == web.ModeFollow {
+		what = "sets back to following the master switch ([context_proxy] enabled)"
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&configFlag, "config", "", "edit config.toml at `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
+	err = fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(sys.stdout, "Usage: smarter-compact %s [flags] [agent…]\n\n%s the agents named (%s), every agent when none is named.\n\nFlags:\n",
+			name, strings.ToUpper(what[:1])+what[1:], strings.Join(config.ConfiguredAgents, ", "))
+		fs.SetOutput(sys.stdout)
+		fs.PrintDefaults()
+		return "", nil, true, nil
+	}
+	if err != nil {
+		return "", nil, false, usageError{fmt.Sprintf("%s: %v%s: run 'smarter-compact %s -h'", name, err, flagSuggestion(fs, err), name)}
+	}
+	agents, err = pickAgents(name, fs.Args())
+	return configFlag, agents, false, err
+}
+
+// switchBases are where a running service may listen: the address it recorded
+// (installer.ReadAddrFile), then the config's port when the config loads (cfgErr nil).
+func switchBases(configDir string, cfg config.Config, cfgErr error) []string {
+	var bases []string
+	if b := installer.ReadAddrFile(configDir); b != "" {
+		bases = append(bases, b)
+	}
+	if cfgErr == nil {
+		if b := "http://127.0.0.1:" + strconv.Itoa(cfg.Port); !slices.Contains(bases, b) {
+			bases = append(bases, b)
+		}
+	}
+	return bases
+}
+
 // saveSwitch saves [context_proxy.agents] <agent> = true|false (on, off) or removes the key
 // (follow) for agents in the config.toml at path, which must load (cfgErr is config.Load's
 // error), and says so on stdout.
@@ -153,7 +166,7 @@ func saveSwitch(path string, cfgErr error, agents []string, mode web.Mode, sys s
 	if cfgErr != nil {
 		return fmt.Errorf("%w\nnothing changed: fix the config first", cfgErr)
 	}
-	old, err := readConfigText(path)
+	old, err := config.ReadText(path)
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
@@ -166,15 +179,15 @@ func saveSwitch(path string, cfgErr error, agents []string, mode web.Mode, sys s
 			}
 		}
 	} else {
-		keys := make([]configKey, len(agents))
+		keys := make([]installer.TOMLKey, len(agents))
 		for i, a := range agents {
-			keys[i] = configKey{a, tomlBool(mode == web.ModeOn)}
+			keys[i] = installer.TOMLKey{Name: a, Value: installer.TOMLBool(mode == web.ModeOn)}
 		}
-		text, err = setConfigKeys(old, "context_proxy.agents", keys)
+		text, err = installer.SetKeysIn(old, "context_proxy.agents", keys)
 		if err != nil {
 			var lines strings.Builder
 			for _, k := range keys {
-				fmt.Fprintf(&lines, "\n  %s = %s", k.name, k.value)
+				fmt.Fprintf(&lines, "\n  %s = %s", k.Name, k.Value)
 			}
 			return fmt.Errorf("config %s: %v; under [context_proxy.agents] put:%s", path, err, lines.String())
 		}
@@ -200,37 +213,6 @@ func switchDone(mode web.Mode, agents []string) string {
 		return strings.Join(agents, ", ") + " follow the master switch ([context_proxy] enabled)"
 	}
 	return fmt.Sprintf("trimming %s for %s", mode, strings.Join(agents, ", "))
-}
-
-// remoteResult is what the service reported for a switch of several agents.
-type remoteResult struct {
-	configPath string   // the service's config.toml
-	whys       []string // "<agent> <why>" for each agent
-}
-
-// switchRemote switches agents one by one through the service at base. A
-// *web.ServiceDownError or web.ErrNotTaken comes only from the first agent, when nothing
-// changed.
-func switchRemote(ctx context.Context, base, token string, agents []string, mode web.Mode) (remoteResult, error) {
-	var res remoteResult
-	for i, a := range agents {
-		sw, err := web.SetAgentMode(ctx, base, token, a, mode)
-		if err != nil {
-			var down *web.ServiceDownError
-			if i == 0 && (errors.As(err, &down) || errors.Is(err, web.ErrNotTaken)) {
-				return res, err
-			}
-			if i > 0 {
-				return res, fmt.Errorf("the running service at %s switched %s, but not %s: %v", base, strings.Join(agents[:i], ", "), a, err)
-			}
-			return res, fmt.Errorf("the running service at %s: %v", base, err) // its message names the agent
-		}
-		res.configPath = sw.ConfigPath
-		if sw.Why != "" {
-			res.whys = append(res.whys, a+" "+sw.Why)
-		}
-	}
-	return res, nil
 }
 
 func orNoneText(s string) string {

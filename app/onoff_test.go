@@ -15,7 +15,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/proxy/config"
+	"github.com/smarter-compact/smarter-compact/proxy/config/configtest"
 	"github.com/smarter-compact/smarter-compact/store/storetest"
 	"github.com/smarter-compact/smarter-compact/web"
 )
@@ -27,13 +29,13 @@ func stateServer(t *testing.T, text string) (*state, string, system, *syncBuffer
 	t.Helper()
 	ts := httptest.NewUnstartedServer(nil)
 	port := ts.Listener.Addr().(*net.TCPAddr).Port
-	path := writeConfig(t, strings.ReplaceAll(text, "PORT", strconv.Itoa(port)))
+	path := configtest.WriteConfig(t, strings.ReplaceAll(text, "PORT", strconv.Itoa(port)))
 	sys, stdout, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path})
 	st, err := newState(stateOptions{Path: path, Explicit: true, Sys: sys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, err := ensureToken(sys.configDir)
+	token, err := installer.EnsureToken(sys.configDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func TestOnOffRunningService(t *testing.T) {
 	if st.agentsString() != "claude-code=on codex=on opencode=on unknown=on" {
 		t.Errorf("switches after on: %s", st.agentsString())
 	}
-	cfg, err := config.Load(path, true, env{}.get)
+	cfg, err := config.Load(path, true, env{}.Get)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +170,7 @@ func TestOnOffErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			path := writeConfig(t, c.text)
+			path := configtest.WriteConfig(t, c.text)
 			e := env{"SMARTER_COMPACT_CONFIG": path}
 			if c.port != "" {
 				e["CONTEXT_PROXY_PORT"] = c.port
@@ -219,7 +221,7 @@ func TestOnOffLetsTheServiceSave(t *testing.T) {
 	t.Cleanup(ts.Close)
 	port := ts.Listener.Addr().(*net.TCPAddr).Port
 	const text = "[context_proxy]\nport = PORT\n"
-	path = writeConfig(t, strings.ReplaceAll(text, "PORT", strconv.Itoa(port)))
+	path = configtest.WriteConfig(t, strings.ReplaceAll(text, "PORT", strconv.Itoa(port)))
 	before := readText(t, path)
 	sys, stdout, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path})
 	if err := run(t.Context(), []string{"off", "codex", "opencode"}, sys); err != nil {
@@ -263,7 +265,7 @@ func TestOnOffConcurrentWithDashboard(t *testing.T) {
 		})
 		wg.Wait()
 		st.poll()
-		cfg, err := config.Load(path, true, env{}.get)
+		cfg, err := config.Load(path, true, env{}.Get)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,11 +287,11 @@ func TestOnOffFindsServiceOnOtherPort(t *testing.T) {
 	}
 	st.poll()
 	base := "http://127.0.0.1:" + strconv.Itoa(st.port)
-	remove, err := writeAddrFile(sys.configDir, base)
+	remove, err := installer.WriteAddrFile(sys.configDir, base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addrFile, _ := addrFilePath(sys.configDir)
+	addrFile, _ := installer.AddrFilePath(sys.configDir)
 	if runtime.GOOS != "windows" {
 		if fi, err := os.Stat(addrFile); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("address file: %v, mode %o; want 600", err, fi.Mode().Perm())
@@ -314,7 +316,7 @@ func TestOnOffFindsServiceOnOtherPort(t *testing.T) {
 		if err := os.WriteFile(addrFile, []byte(bad), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if got := readAddrFile(sys.configDir); got != "" {
+		if got := installer.ReadAddrFile(sys.configDir); got != "" {
 			t.Errorf("address file %s read as %q", bad, got)
 		}
 	}
@@ -386,7 +388,7 @@ func TestFollow(t *testing.T) {
 		}
 		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
-		path := writeConfig(t, "[context_proxy]\nport = "+strconv.Itoa(port)+"\n\n[context_proxy.agents]\nclaude-code = false\ncodex = true\n")
+		path := configtest.WriteConfig(t, "[context_proxy]\nport = "+strconv.Itoa(port)+"\n\n[context_proxy.agents]\nclaude-code = false\ncodex = true\n")
 		sys, stdout, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path})
 		if err := run(t.Context(), []string{"follow"}, sys); err != nil {
 			t.Fatalf("follow: %v", err)

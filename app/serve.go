@@ -18,6 +18,7 @@ import (
 	"github.com/cli/browser"
 
 	"github.com/smarter-compact/smarter-compact/app/tray"
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/mcp"
 	"github.com/smarter-compact/smarter-compact/proxy"
 	"github.com/smarter-compact/smarter-compact/proxy/config"
@@ -36,47 +37,17 @@ const shutdownGrace = 10 * time.Second
 // state they share (state), which watches config.toml. It returns nil once ctx is cancelled
 // (SIGTERM, `service stop`, the tray's Quit) and everything has shut down.
 func serve(ctx context.Context, args []string, sys system) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	configFlag := fs.String("config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
-	portFlag := fs.Int("port", 0, "listen on 127.0.0.1:`N`, overriding [context_proxy] port and CONTEXT_PROXY_PORT")
-	noTray := fs.Bool("no-tray", false, "run without the tray icon")
-	if err := parseFlags(fs, args, sys.stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	f, err := parseServeFlags(args, sys)
+	if err != nil || f.help {
 		return err
 	}
-	portSet := false
-	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" })
-	if portSet && (*portFlag < 1 || *portFlag > 65535) {
-		return usageError{fmt.Sprintf("serve: --port %d: must be an integer from 1 to 65535", *portFlag)}
-	}
-
-	path, explicit, err := config.Path(*configFlag, sys.getenv, sys.configDir)
-	if err != nil {
-		return err
-	}
-	trayStatus := "off (--no-tray)"
-	if !*noTray {
-		trayStatus = "starting"
-	}
-	opts := stateOptions{Path: path, Explicit: explicit, Tray: trayStatus, Sys: sys}
-	if portSet {
-		opts.Port = *portFlag
-	}
-	st, err := newState(opts)
+	st, err := serveState(f, sys)
 	if err != nil {
 		return err
 	}
 	cfg := st.config()
 	log := sys.log
-	for _, w := range cfg.Warnings {
-		log.Warn(w)
-	}
-	if cfg.Memory.Configured() {
-		log.Info("memory recall on trim: " + cfg.Memory.String()) // never the API key
-	}
-	token, err := ensureToken(sys.configDir)
+	token, err := installer.EnsureToken(sys.configDir)
 	if err != nil {
 		return err
 	}
@@ -127,15 +98,7 @@ func serve(ctx context.Context, args []string, sys system) error {
 	recall := mcp.New(root, recallOpts)
 	// The dashboard's install and uninstall read the config serve reads (--config, else
 	// SMARTER_COMPACT_CONFIG, else the default).
-	dash := web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log, Wirer: newWirer(st, sys, *configFlag),
-		Prices: func() savings.Prices { return st.config().Prices },
-		TrimBlocks: func(sid string) []string {
-			b, err := root.LoadTrimState(sid)
-			if err != nil {
-				return nil
-			}
-			return proxy.TrimBlocks(b)
-		}})
+	dash := newDashboard(root, st, token, newWirer(st, sys, f.config), log)
 	srv := &http.Server{
 		Handler:           web.BodyDeadline(cfg.BodyReadTimeout, routes(cfg.Port, px, recall.Handler(), dash, log)),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -143,23 +106,14 @@ func serve(ctx context.Context, args []string, sys system) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		// No WriteTimeout: a model's answer streams for minutes.
 	}
-	configName := cfg.Path
-	if configName == "" {
-		configName = "none (defaults)"
-	}
 	base := "http://" + ln.Addr().String()
 	// Where we listen, for `on` and `off` (a --port they cannot read from the config).
-	if removeAddr, err := writeAddrFile(sys.configDir, base); err != nil {
+	if removeAddr, err := installer.WriteAddrFile(sys.configDir, base); err != nil {
 		log.Warn("cannot record the service's address: 'smarter-compact on|off' look on the config's port only", "err", err)
 	} else {
 		defer removeAddr()
 	}
-	log.Info("smarter-compact serving", "version", version, "addr", base, "dashboard", base+"/",
-		"store", root.Dir(), "config", configName, "agents", st.agentsString(),
-		"upstream_anthropic", upstreamHost(cfg.Proxy.Upstreams["anthropic"]),
-		"upstream_openai", upstreamHost(cfg.Proxy.Upstreams["openai"]),
-		"upstream_codex", upstreamHost(cfg.Proxy.Upstreams["codex"]),
-		"upstream_agents", agentUpstreamsLog(cfg.Proxy.AgentUpstreams))
+	logServing(log, base, root.Dir(), cfg, st.agentsString())
 	var wg sync.WaitGroup
 	defer wg.Wait() // before root.Close
 	bg, stopBG := context.WithCancel(ctx)
@@ -171,31 +125,16 @@ func serve(ctx context.Context, args []string, sys system) error {
 	if embedder != nil {
 		wg.Go(func() { embedder.Run(bg) })
 	}
-	wg.Go(func() {
-		// At start, then hourly: Sweep itself runs at most once a day (.ttl-stamp), so a
-		// service that stays up for weeks still retires idle sessions (contract: Retention).
-		// ttl_days applies live: each pass reads the value in effect.
-		sweep(root, st.config().TTLDays, log)
-		t := time.NewTicker(time.Hour)
-		defer t.Stop()
-		for {
-			select {
-			case <-bg.Done():
-				return
-			case <-t.C:
-				sweep(root, st.config().TTLDays, log)
-			}
-		}
-	})
+	wg.Go(func() { sweepHourly(bg, root, st, log) })
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	if !*noTray {
+	if !f.noTray {
 		// Serving first, the tray in the background: finding the session bus can take up to
 		// tray.DialTimeout (a bus that accepts and never answers), and requests must not wait
 		// for it. The tray stops before the store closes (defers run last-in first-out).
 		stops := make(chan func(), 1)
 		go func() {
-			app := &trayApp{state: st, dashboard: base + "/", quit: quit, log: log, sys: sys, configFlag: *configFlag}
+			app := &trayApp{state: st, dashboard: base + "/", quit: quit, log: log, sys: sys, configFlag: f.config}
 			stops <- tray.Start(bg, app, tray.Options{Agents: config.ConfiguredAgents, Root: root, Log: log, Getenv: sys.getenv, MainThread: sys.mainThread,
 				Prices: func() savings.Prices { return st.config().Prices }})
 		}()
@@ -215,6 +154,106 @@ func serve(ctx context.Context, args []string, sys system) error {
 		_ = srv.Close()
 	}
 	return nil
+}
+
+// serveFlags are serve's flags; port is 0 without --port.
+type serveFlags struct {
+	config       string
+	port         int
+	noTray, help bool
+}
+
+func parseServeFlags(args []string, sys system) (serveFlags, error) {
+	var f serveFlags
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&f.config, "config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
+	portFlag := fs.Int("port", 0, "listen on 127.0.0.1:`N`, overriding [context_proxy] port and CONTEXT_PROXY_PORT")
+	fs.BoolVar(&f.noTray, "no-tray", false, "run without the tray icon")
+	if err := parseFlags(fs, args, sys.stdout); err != nil {
+		f.help = errors.Is(err, flag.ErrHelp)
+		if f.help {
+			return f, nil
+		}
+		return f, err
+	}
+	portSet := false
+	fs.Visit(func(f *flag.Flag) { portSet = portSet || f.Name == "port" })
+	if portSet && (*portFlag < 1 || *portFlag > 65535) {
+		return f, usageError{fmt.Sprintf("serve: --port %d: must be an integer from 1 to 65535", *portFlag)}
+	}
+	if portSet {
+		f.port = *portFlag
+	}
+	return f, nil
+}
+
+// serveState loads the config serve runs with and logs its warnings.
+func serveState(f serveFlags, sys system) (*state, error) {
+	path, explicit, err := config.Path(f.config, sys.getenv, sys.configDir)
+	if err != nil {
+		return nil, err
+	}
+	trayStatus := "off (--no-tray)"
+	if !f.noTray {
+		trayStatus = "starting"
+	}
+	st, err := newState(stateOptions{Path: path, Explicit: explicit, Tray: trayStatus, Sys: sys, Port: f.port})
+	if err != nil {
+		return nil, err
+	}
+	cfg := st.config()
+	for _, w := range cfg.Warnings {
+		sys.log.Warn(w)
+	}
+	if cfg.Memory.Configured() {
+		sys.log.Info("memory recall on trim: " + cfg.Memory.String()) // never the API key
+	}
+	return st, nil
+}
+
+// newDashboard is the dashboard over root and st. Its install and uninstall read the config
+// serve reads (--config, else SMARTER_COMPACT_CONFIG, else the default).
+func newDashboard(root *store.Root, st *state, token string, wirer web.Wirer, log *slog.Logger) *web.Server {
+	return web.New(web.Options{Root: root, Control: st, APIToken: token, Log: log, Wirer: wirer,
+		Prices: func() savings.Prices { return st.config().Prices },
+		TrimBlocks: func(sid string) []string {
+			b, err := root.LoadTrimState(sid)
+			if err != nil {
+				return nil
+			}
+			return proxy.TrimBlocks(b)
+		}})
+}
+
+// logServing is serve's start line.
+func logServing(log *slog.Logger, base, storeDir string, cfg config.Config, agents string) {
+	configName := cfg.Path
+	if configName == "" {
+		configName = "none (defaults)"
+	}
+	log.Info("smarter-compact serving", "version", version, "addr", base, "dashboard", base+"/",
+		"store", storeDir, "config", configName, "agents", agents,
+		"upstream_anthropic", upstreamHost(cfg.Proxy.Upstreams["anthropic"]),
+		"upstream_openai", upstreamHost(cfg.Proxy.Upstreams["openai"]),
+		"upstream_codex", upstreamHost(cfg.Proxy.Upstreams["codex"]),
+		"upstream_agents", agentUpstreamsLog(cfg.Proxy.AgentUpstreams))
+}
+
+// sweepHourly sweeps at start, then hourly until ctx ends: Sweep itself runs at most once a
+// day (.ttl-stamp), so a service that stays up for weeks still retires idle sessions
+// (contract: Retention). ttl_days applies live: each pass reads the value in effect.
+func sweepHourly(ctx context.Context, root *store.Root, st *state, log *slog.Logger) {
+	sweep(root, st.config().TTLDays, log)
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			sweep(root, st.config().TTLDays, log)
+		}
+	}
 }
 
 // listen binds 127.0.0.1:port, never another address (STYLE.md: bind nothing but loopback).

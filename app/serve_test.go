@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/app/tray"
+	"github.com/smarter-compact/smarter-compact/installer"
 )
 
 // TestServe runs the serve command in process, on a real loopback port, over a real context
@@ -301,7 +302,7 @@ func TestServeHungSessionBus(t *testing.T) {
 	}
 	t.Logf("healthy after %s with a hung session bus", time.Since(start).Round(time.Millisecond))
 	// The address file next to the API token names where it listens.
-	if got := readAddrFile(filepath.Join(dir, "config")); got != base {
+	if got := installer.ReadAddrFile(filepath.Join(dir, "config")); got != base {
 		t.Errorf("address file %q, want %q", got, base)
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -313,7 +314,7 @@ func TestServeHungSessionBus(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("serve did not stop after SIGTERM")
 	}
-	if got := readAddrFile(filepath.Join(dir, "config")); got != "" {
+	if got := installer.ReadAddrFile(filepath.Join(dir, "config")); got != "" {
 		t.Errorf("the address file outlived the service: %q", got)
 	}
 	if !strings.Contains(out.String(), "tray: no D-Bus session bus") {

@@ -1,13 +1,10 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 
@@ -86,17 +83,17 @@ func serviceCmd(ctx context.Context, args []string, sys system) error {
 	w := sys.stdout
 	switch sub {
 	case "install":
-		return serviceInstallCmd(ctx, w, cfg, notes, !*noStart)
+		return installer.ServiceInstallCmd(ctx, w, cfg, notes, !*noStart)
 	case "uninstall":
-		return serviceUninstallCmd(ctx, w, cfg, notes)
+		return installer.ServiceUninstallCmd(ctx, w, cfg, notes)
 	case "start":
-		printNotes(w, notes)
-		return serviceStartCmd(ctx, w, cfg)
+		installer.PrintNotes(w, notes)
+		return installer.ServiceStartCmd(ctx, w, cfg)
 	case "stop":
-		printNotes(w, notes)
-		return serviceStopCmd(ctx, w, cfg)
+		installer.PrintNotes(w, notes)
+		return installer.ServiceStopCmd(ctx, w, cfg)
 	default:
-		return serviceStatusCmd(ctx, w, cfg, notes, *asJSON)
+		return installer.ServiceStatusCmd(ctx, w, cfg, notes, *asJSON)
 	}
 }
 
@@ -182,186 +179,6 @@ const fallbackPort = 4100
 func firstLine(err error) string {
 	s, _, _ := strings.Cut(err.Error(), "\n")
 	return s
-}
-
-func printNotes(w io.Writer, notes []string) {
-	for _, n := range notes {
-		fmt.Fprintf(w, "note: %s\n", n)
-	}
-}
-
-// serviceHelp turns the installer's errors into what to do.
-func serviceHelp(err error) error {
-	switch {
-	case errors.Is(err, installer.ErrServiceNotInstalled):
-		return fmt.Errorf("%w\nregister it with 'smarter-compact service install' (it then starts at login), or run 'smarter-compact serve' in a terminal", err)
-	case errors.Is(err, installer.ErrNoUserManager):
-		return fmt.Errorf("%w\nuntil then run 'smarter-compact serve' (or 'loginctl enable-linger $USER' and log in again, to run user services without a login session)", err)
-	case errors.Is(err, installer.ErrServiceUnsupported):
-		return fmt.Errorf("%w\n%s", err, installer.NoServiceManager)
-	case errors.Is(err, installer.ErrNotOurs):
-		return fmt.Errorf("%w\nit was not started by the login service: stop it where it runs (Ctrl-C in its terminal), then 'smarter-compact service start'", err)
-	}
-	return err
-}
-
-func serviceInstallCmd(ctx context.Context, w io.Writer, cfg installer.ServiceConfig, notes []string, start bool) error {
-	res, err := installer.ServiceInstall(ctx, cfg)
-	if err != nil {
-		return serviceHelp(err)
-	}
-	st := res.State
-	if res.Changed {
-		fmt.Fprintf(w, "login service installed: %s (%s)\n", st.Path, st.Manager)
-	} else {
-		fmt.Fprintf(w, "login service already installed: %s (%s)\n", st.Path, st.Manager)
-	}
-	fmt.Fprintf(w, "  runs: %s\n", st.Command)
-	if st.Enabled {
-		fmt.Fprintln(w, "  starts at login")
-	} else {
-		fmt.Fprintf(w, "  does not start at login: %s\n", st.Detail)
-	}
-	printNotes(w, notes)
-	if res.Unreachable != "" {
-		fmt.Fprintf(w, "the systemd user manager is not reachable here (%s): the unit is enabled and starts at your next login, but it cannot start now.\n"+
-			"  run 'smarter-compact serve' meanwhile (or 'loginctl enable-linger $USER' and log in again, to run it without a login session)\n", res.Unreachable)
-		return nil
-	}
-	if !start {
-		fmt.Fprintln(w, "not started (--no-start): 'smarter-compact service start' starts it now")
-		return nil
-	}
-	if res.Changed && st.Running {
-		fmt.Fprintf(w, "note: a service already answers on %s and keeps its old settings until restarted: 'smarter-compact service stop', then 'smarter-compact service start'\n", st.URL)
-	}
-	return serviceStartCmd(ctx, w, cfg)
-}
-
-func serviceStartCmd(ctx context.Context, w io.Writer, cfg installer.ServiceConfig) error {
-	res, err := installer.ServiceStart(ctx, cfg)
-	if err != nil {
-		return serviceHelp(err)
-	}
-	if res.Changed {
-		fmt.Fprintf(w, "started: answering on %s\n", res.State.URL)
-	} else {
-		fmt.Fprintf(w, "already running: answering on %s\n", res.State.URL)
-	}
-	return nil
-}
-
-func serviceStopCmd(ctx context.Context, w io.Writer, cfg installer.ServiceConfig) error {
-	res, err := installer.ServiceStop(ctx, cfg)
-	if res.Unreachable != "" {
-		fmt.Fprintf(w, "note: the systemd user manager is not reachable here (%s)\n", res.Unreachable)
-	}
-	if err != nil {
-		return serviceHelp(err)
-	}
-	if res.Changed {
-		fmt.Fprintf(w, "stopped: nothing answers on %s now\n", res.State.URL)
-	} else {
-		fmt.Fprintf(w, "not running: nothing answers on %s\n", res.State.URL)
-	}
-	return nil
-}
-
-// serviceUninstall stops the service if it runs, then removes the registration. A service
-// the login service did not start keeps running; that is said, not an error.
-func serviceUninstallCmd(ctx context.Context, w io.Writer, cfg installer.ServiceConfig, notes []string) error {
-	printNotes(w, notes)
-	st, err := installer.ServiceStatus(ctx, cfg)
-	if err != nil {
-		return serviceHelp(err)
-	}
-	if st.Installed && st.Running {
-		if res, err := installer.ServiceStop(ctx, cfg); err != nil {
-			fmt.Fprintf(w, "note: %v\n", strings.ReplaceAll(serviceHelp(err).Error(), "\n", "; "))
-		} else if res.Changed {
-			fmt.Fprintln(w, "stopped")
-		}
-	}
-	res, err := installer.ServiceUninstall(ctx, cfg)
-	if err != nil {
-		return serviceHelp(err)
-	}
-	if res.Changed {
-		fmt.Fprintf(w, "login service removed: %s\n", res.State.Path)
-	} else {
-		fmt.Fprintf(w, "login service was not installed (%s)\n", res.State.Path)
-	}
-	if res.Unreachable != "" {
-		fmt.Fprintf(w, "note: the systemd user manager is not reachable here (%s); it reloads its units at your next login\n", res.Unreachable)
-	}
-	if res.State.Running {
-		fmt.Fprintf(w, "note: a smarter-compact still answers on %s (not started by the login service): stop it where it runs\n", res.State.URL)
-	}
-	return nil
-}
-
-// serviceReport is `service status --json`.
-type serviceReport struct {
-	installer.ServiceState
-	Supported bool     `json:"supported"` // false: no login service on this system (Problem says why)
-	Problem   string   `json:"problem,omitempty"`
-	Notes     []string `json:"notes,omitempty"`
-}
-
-func serviceStatusCmd(ctx context.Context, w io.Writer, cfg installer.ServiceConfig, notes []string, asJSON bool) error {
-	rep := serviceReport{Supported: true, Notes: notes}
-	st, err := installer.ServiceStatus(ctx, cfg)
-	if err != nil {
-		if !errors.Is(err, installer.ErrServiceUnsupported) {
-			return err
-		}
-		ps := probeService(ctx, cfg.Port)
-		st = installer.ServiceState{URL: ps.URL, Running: ps.Answering, Health: ps.Error}
-		rep.Supported, rep.Problem = false, err.Error()
-	} else if cfg.SystemdMissing() {
-		// the unit can be written but nothing would start it: say so instead of advising
-		// an install that fails
-		rep.Supported, rep.Problem = false, "systemd is not running here (as in most containers)"
-	}
-	rep.ServiceState = st
-	if asJSON {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-		_, err := w.Write(buf.Bytes())
-		return err
-	}
-	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
-	switch {
-	case !rep.Supported:
-		p("login service: none on this system (%s)\n  %s", rep.Problem, installer.NoServiceManager)
-	case !st.Installed:
-		p("login service: not installed (%s: %s): 'smarter-compact service install' starts it at login", st.Manager, st.Path)
-	default:
-		when := "starts at login"
-		if !st.Enabled {
-			when = "does not start at login"
-		}
-		p("login service: installed, %s (%s: %s)", when, st.Manager, st.Path)
-		p("  runs: %s", st.Command)
-		if st.Detail != "" {
-			p("  %s", st.Detail)
-		}
-		if !st.Current {
-			p("  registered differently from what 'smarter-compact service install' would write now (another executable, arguments or environment): run it to update")
-		}
-	}
-	if st.Running {
-		p("service: answering on %s", st.URL)
-	} else {
-		p("service: not answering on %s (%s): 'smarter-compact service start' (or 'smarter-compact serve')", st.URL, st.Health)
-	}
-	printNotes(w, notes)
-	return nil
 }
 
 // stopOnRequest returns ctx, cancelled as well when `smarter-compact service stop` asks this

@@ -103,7 +103,7 @@ func TestServiceStartIdempotent(t *testing.T) {
 	if err := serviceCmd(ctx, []string{"status", "--json"}, sys); err != nil {
 		t.Fatal(err)
 	}
-	var rep serviceReport
+	var rep installer.ServiceReport
 	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, stdout)
 	}
@@ -198,7 +198,7 @@ exit 0
 	})
 	sys.home = home
 	configPath := filepath.Join(sys.configDir, "smarter-compact", "config.toml")
-	sys.getenv = env{"SMARTER_COMPACT_STATE_DIR": state, "CONTEXT_TRIM_AT_TOKENS": "50000", "SMARTER_COMPACT_CONFIG": configPath}.get
+	sys.getenv = env{"SMARTER_COMPACT_STATE_DIR": state, "CONTEXT_TRIM_AT_TOKENS": "50000", "SMARTER_COMPACT_CONFIG": configPath}.Get
 
 	if err := serviceCmd(ctx, []string{"install", "--no-start"}, sys); err != nil {
 		t.Fatalf("install: %v\n%s", err, stdout)

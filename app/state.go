@@ -24,7 +24,7 @@ import (
 // watcher (run).
 //
 // Every setter validates, saves config.toml with the comment-preserving editor
-// (setConfigKeys and installer.RemoveKeysIn over installer.TOMLDoc), then applies the result: the switches at once,
+// (installer.SetKeysIn and installer.RemoveKeysIn over installer.TOMLDoc), then applies the result: the switches at once,
 // the settings through (*proxy.Proxy).SetSettings, and bumps Revision. When the file cannot
 // be saved (read-only, a directory that cannot be written) nothing is applied.
 //

@@ -69,9 +69,32 @@ func tomlValue(d config.Setting, raw string) (string, error) {
 func (s *state) SaveSettings(values map[string]string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fields := map[string]string{}
-	sets := map[string][]configKey{}
-	dels := map[string][]string{}
+	fields, sets, dels := s.settingEdits(values)
+	if len(fields) > 0 {
+		return &web.SettingsError{Fields: fields}
+	}
+	old, text, err := s.editedText(sets, dels)
+	if err != nil {
+		return err
+	}
+	rc, err := config.ResolveText(s.path, text, s.getenv)
+	if err := settingErrors(s.path, values, rc, err, fields); err != nil {
+		return err
+	}
+	if len(fields) > 0 {
+		return &web.SettingsError{Fields: fields}
+	}
+	if err := s.save(old, text, rc); err != nil {
+		return err
+	}
+	s.log.Info("settings saved", "keys", strings.Join(slices.Sorted(maps.Keys(values)), " "))
+	return nil
+}
+
+// settingEdits sorts values into the keys to set and to remove, by section; fields holds
+// what is wrong with the others, by id. s.mu is held.
+func (s *state) settingEdits(values map[string]string) (fields map[string]string, sets map[string][]installer.TOMLKey, dels map[string][]string) {
+	fields, sets, dels = map[string]string{}, map[string][]installer.TOMLKey{}, map[string][]string{}
 	for _, id := range slices.Sorted(maps.Keys(values)) {
 		raw := strings.TrimSpace(values[id])
 		i := slices.IndexFunc(config.Settings, func(d config.Setting) bool { return d.ID() == id })
@@ -96,20 +119,22 @@ func (s *state) SaveSettings(values map[string]string) error {
 			fields[id] = err.Error()
 			continue
 		}
-		sets[d.Key.Section] = append(sets[d.Key.Section], configKey{d.Key.Name, text})
+		sets[d.Key.Section] = append(sets[d.Key.Section], installer.TOMLKey{Name: d.Key.Name, Value: text})
 	}
-	if len(fields) > 0 {
-		return &web.SettingsError{Fields: fields}
-	}
+	return fields, sets, dels
+}
 
-	old, err := readConfigText(s.path)
+// editedText is config.toml's text now (old, nil without a file) and with sets and dels
+// applied, sections in order.
+func (s *state) editedText(sets map[string][]installer.TOMLKey, dels map[string][]string) (old, text []byte, err error) {
+	old, err = config.ReadText(s.path)
 	if err != nil {
-		return fmt.Errorf("read config %s: %v: nothing saved", s.path, err)
+		return nil, nil, fmt.Errorf("read config %s: %v: nothing saved", s.path, err)
 	}
-	text := old
+	text = old
 	for _, section := range slices.Sorted(maps.Keys(sets)) {
-		if text, err = setConfigKeys(text, section, sets[section]); err != nil {
-			return web.Refuse(fmt.Errorf("config %s: [%s]: %v: nothing saved", s.path, section, err))
+		if text, err = installer.SetKeysIn(text, section, sets[section]); err != nil {
+			return nil, nil, web.Refuse(fmt.Errorf("config %s: [%s]: %v: nothing saved", s.path, section, err))
 		}
 	}
 	for _, section := range slices.Sorted(maps.Keys(dels)) {
@@ -117,10 +142,15 @@ func (s *state) SaveSettings(values map[string]string) error {
 			break // no file: nothing to remove
 		}
 		if text, err = installer.RemoveKeysIn(text, section, dels[section], true, true, false); err != nil {
-			return web.Refuse(fmt.Errorf("config %s: [%s]: %v: nothing saved", s.path, section, err))
+			return nil, nil, web.Refuse(fmt.Errorf("config %s: [%s]: %v: nothing saved", s.path, section, err))
 		}
 	}
-	rc, err := config.ResolveText(s.path, text, s.getenv)
+	return old, text, nil
+}
+
+// settingErrors adds to fields the asked keys that rc (resolved with err) warns about or
+// refuses. It returns an error when the text does not load for a reason beyond those keys.
+func settingErrors(path string, values map[string]string, rc config.Resolved, err error, fields map[string]string) error {
 	// A value that would fall back to its default with a warning is refused here: the
 	// form says what is wrong instead of saving something that does not apply.
 	for _, k := range rc.WarnKeys {
@@ -129,26 +159,20 @@ func (s *state) SaveSettings(values map[string]string) error {
 			fields[id] = fmt.Sprintf("%s = %s: must be %s", k, strings.TrimSpace(raw), k.Accepts)
 		}
 	}
-	if err != nil {
-		kes, all := config.KeyErrors(err)
-		for _, ke := range kes {
-			id := ke.Key.Section + "." + ke.Key.Name
-			if _, asked := values[id]; asked {
-				fields[id] = ke.Detail
-			} else {
-				all = false
-			}
-		}
-		if !all || len(fields) == 0 {
-			return web.Refuse(fmt.Errorf("config %s does not load, so nothing was saved: fix it by hand first:\n%w", s.path, err))
+	if err == nil {
+		return nil
+	}
+	kes, all := config.KeyErrors(err)
+	for _, ke := range kes {
+		id := ke.Key.Section + "." + ke.Key.Name
+		if _, asked := values[id]; asked {
+			fields[id] = ke.Detail
+		} else {
+			all = false
 		}
 	}
-	if len(fields) > 0 {
-		return &web.SettingsError{Fields: fields}
+	if !all || len(fields) == 0 {
+		return web.Refuse(fmt.Errorf("config %s does not load, so nothing was saved: fix it by hand first:\n%w", path, err))
 	}
-	if err := s.save(old, text, rc); err != nil {
-		return err
-	}
-	s.log.Info("settings saved", "keys", strings.Join(slices.Sorted(maps.Keys(values)), " "))
 	return nil
 }

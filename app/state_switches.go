@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/proxy/config"
@@ -39,14 +40,14 @@ func (s *state) SetAgent(agent string, mode web.Mode) error {
 			}
 			return installer.RemoveKeysIn(old, "context_proxy.agents", []string{agent}, true, true, false)
 		}
-		return setConfigKeys(old, "context_proxy.agents", []configKey{{agent, tomlBool(mode == web.ModeOn)}})
+		return installer.SetKeysIn(old, "context_proxy.agents", []installer.TOMLKey{{Name: agent, Value: installer.TOMLBool(mode == web.ModeOn)}})
 	}, "agent switched", "agent", agent, "mode", string(mode))
 }
 
 // SetMaster saves [context_proxy] enabled (web.Control).
 func (s *state) SetMaster(on bool) error {
 	return s.edit(func(old []byte) ([]byte, error) {
-		return setConfigKeys(old, "context_proxy", []configKey{{config.KeyEnabled.Name, tomlBool(on)}})
+		return installer.SetKeysIn(old, "context_proxy", []installer.TOMLKey{{Name: config.KeyEnabled.Name, Value: installer.TOMLBool(on)}})
 	}, "master switch", "enabled", on)
 }
 
@@ -61,11 +62,11 @@ func (s *state) SetMaster(on bool) error {
 func (s *state) SetPaused(paused bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, err := readConfigText(s.path)
+	old, err := config.ReadText(s.path)
 	if err != nil {
 		return fmt.Errorf("read config %s: %v: nothing changed", s.path, err)
 	}
-	text, err := setConfigKeys(old, "context_proxy", []configKey{{config.KeyPaused.Name, tomlBool(paused)}})
+	text, err := installer.SetKeysIn(old, "context_proxy", []installer.TOMLKey{{Name: config.KeyPaused.Name, Value: installer.TOMLBool(paused)}})
 	if err != nil {
 		if _, lerr := config.ResolveText(s.path, old, s.getenv); lerr == nil {
 			// The file loads, but the key is written in a form the editor does not handle.
@@ -114,7 +115,7 @@ func (s *state) edit(change func(old []byte) ([]byte, error), what string, attrs
 	if sw := config.SwitchesOf(&s.file.ContextProxy, s.getenv); sw.Env != "" {
 		return envLockError(sw)
 	}
-	old, err := readConfigText(s.path)
+	old, err := config.ReadText(s.path)
 	if err != nil {
 		return fmt.Errorf("read config %s: %v: nothing changed", s.path, err)
 	}
@@ -222,3 +223,6 @@ func (s *state) apply(rc config.Resolved) bool {
 	s.storeEnabled()
 	return true
 }
+
+// isReadOnlyFS reports a write refused because the file system is mounted read-only.
+func isReadOnlyFS(err error) bool { return errors.Is(err, syscall.EROFS) }

@@ -127,7 +127,7 @@ func TestStateTrimmingRule(t *testing.T) {
 			if agentOf(t, s, config.AgentUnknown).Mode != web.ModeFollow {
 				t.Error("unknown's mode must be follow")
 			}
-			if cfg, err := config.Load(st.path, false, tt.env.get); err != nil || cfg.Agents["codex"] != tt.want["codex"].on {
+			if cfg, err := config.Load(st.path, false, tt.env.Get); err != nil || cfg.Agents["codex"] != tt.want["codex"].on {
 				t.Errorf("LoadConfig disagrees with the state: %v, codex %v", err, cfg.Agents["codex"])
 			}
 		})

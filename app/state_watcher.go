@@ -30,7 +30,7 @@ type contentSum struct {
 	sum    [sha256.Size]byte
 }
 
-// sumOf is the contentSum of text as readConfigText returns it (nil: no file).
+// sumOf is the contentSum of text as config.ReadText returns it (nil: no file).
 func sumOf(text []byte) contentSum {
 	if text == nil {
 		return contentSum{}
@@ -62,7 +62,7 @@ func (s *state) run(ctx context.Context) {
 // once and shown in State until the file is fixed. A file that was removed keeps the state
 // too, and says so, until it is back.
 func (s *state) poll() {
-	text, err := readConfigText(s.path)
+	text, err := config.ReadText(s.path)
 	if err != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -78,7 +78,7 @@ func (s *state) poll() {
 	}
 	if s.settle > 0 {
 		time.Sleep(s.settle)
-		again, err := readConfigText(s.path)
+		again, err := config.ReadText(s.path)
 		if err != nil || sumOf(again) != cur {
 			return // still changing: the next poll looks again
 		}

@@ -214,7 +214,7 @@ func agentStatuses(cfg config.Config, getenv func(string) string, port int) []ag
 }
 
 // findService probes the configured port and, when nothing of ours answers there, the
-// address a running service recorded (serve --port; addrfile.go). Elsewhere is set when the
+// address a running service recorded (serve --port; installer/addrfile.go). Elsewhere is set when the
 // service answers on that other address, which agents wired to the configured port do not
 // reach.
 func findService(ctx context.Context, configDir string, port int) (st serviceStatus, elsewhere bool) {
@@ -222,7 +222,7 @@ func findService(ctx context.Context, configDir string, port int) (st serviceSta
 	if st.Answering {
 		return st, false
 	}
-	b := readAddrFile(configDir)
+	b := installer.ReadAddrFile(configDir)
 	if b == "" || b == st.URL {
 		return st, false
 	}
@@ -244,15 +244,8 @@ func findService(ctx context.Context, configDir string, port int) (st serviceSta
 // probeService asks GET /healthz on the loopback port (installer.ProbeHealth).
 func probeService(ctx context.Context, port int) serviceStatus {
 	h, err := installer.ProbeHealth(ctx, port)
-	st := serviceStatus{URL: h.URL, Build: h.Build}
-	switch {
-	case err != nil:
-		st.Error = err.Error()
-	case h.Status != "":
-		st.Error = fmt.Sprintf("GET /healthz answered %s, not smarter-compact's ok: another program on this port?", h.Status)
-	default:
-		st.Answering = true
-	}
+	st := serviceStatus{URL: h.URL, Build: h.Build, Error: installer.HealthProblem(h, err)}
+	st.Answering = st.Error == ""
 	return st
 }
 
@@ -299,21 +292,7 @@ func writeStatus(w io.Writer, rep *statusReport) {
 			p("  %-12s %-3s  %-22s via %s", a.Agent, state, "("+a.Source+")", a.Route)
 		}
 	}
-	if rep.Service.Answering {
-		p("Service: answering on %s", rep.Service.URL)
-		if rep.Service.Error != "" {
-			p("  but %s", rep.Service.Error)
-		}
-		if st.ProxyStale != nil && *st.ProxyStale {
-			running := rep.Service.Build
-			if running == "" {
-				running = "an older release"
-			}
-			p("  stale: it runs %s, not the installed binary (%s); restart it: %s", running, *st.CheckoutProxyVersion, rep.Service.Restart)
-		}
-	} else {
-		p("Service: not answering on %s (%s); start it with 'smarter-compact serve'", rep.Service.URL, rep.Service.Error)
-	}
+	writeServiceStatus(p, rep)
 	p("Store: %s (%d sessions read, %d skipped)", rep.Store, st.Sessions, st.Skipped)
 	for _, k := range st.SkippedSessions {
 		p("  skipped %s: %s", k.Session, k.Reason)
@@ -332,7 +311,38 @@ func writeStatus(w io.Writer, rep *statusReport) {
 		p("  Latest writers: %s", strings.Join(slices.Sorted(maps.Values(st.Latest)), ", "))
 	}
 
-	u := &st.Usage
+	writeCacheUsage(p, &st.Usage)
+	switch {
+	case st.ProxyStale == nil:
+		p("  Proxy version check: the service does not answer, so there is no running build to compare with the installed binary")
+	case *st.ProxyStale:
+		p("  Proxy version check: stale, the service runs an older build than the installed binary; restart it: %s", rep.Service.Restart)
+	default:
+		p("  Proxy version check: the service runs the installed binary (%s)", *st.CheckoutProxyVersion)
+	}
+}
+
+// writeServiceStatus prints the Service lines of `status --verbose`.
+func writeServiceStatus(p func(string, ...any), rep *statusReport) {
+	if rep.Service.Answering {
+		p("Service: answering on %s", rep.Service.URL)
+		if rep.Service.Error != "" {
+			p("  but %s", rep.Service.Error)
+		}
+		if rep.Status.ProxyStale != nil && *rep.Status.ProxyStale {
+			running := rep.Service.Build
+			if running == "" {
+				running = "an older release"
+			}
+			p("  stale: it runs %s, not the installed binary (%s); restart it: %s", running, *rep.Status.CheckoutProxyVersion, rep.Service.Restart)
+		}
+	} else {
+		p("Service: not answering on %s (%s); start it with 'smarter-compact serve'", rep.Service.URL, rep.Service.Error)
+	}
+}
+
+// writeCacheUsage prints the prompt cache lines of `status --verbose`.
+func writeCacheUsage(p func(string, ...any), u *store.UsageStatus) {
 	p("  Prompt cache: %d requests, %d with cache counts, hit ratio %s", u.Requests, u.WithCacheCounts, percent(u.HitRatio))
 	if u.Requests > 0 {
 		p("    tokens: input %d, cache read %d, cache creation %d, output %d", u.InputTokens, u.CacheReadTokens, u.CacheCreation, u.OutputTokens)
@@ -363,14 +373,6 @@ func writeStatus(w io.Writer, rep *statusReport) {
 		for _, k := range layouts {
 			p("      %-30s %d", k, u.BreakpointLayouts[k])
 		}
-	}
-	switch {
-	case st.ProxyStale == nil:
-		p("  Proxy version check: the service does not answer, so there is no running build to compare with the installed binary")
-	case *st.ProxyStale:
-		p("  Proxy version check: stale, the service runs an older build than the installed binary; restart it: %s", rep.Service.Restart)
-	default:
-		p("  Proxy version check: the service runs the installed binary (%s)", *st.CheckoutProxyVersion)
 	}
 }
 

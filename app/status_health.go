@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/web"
 )
@@ -32,7 +33,7 @@ type statusHealth struct {
 func readHealth(ctx context.Context, sys system, svc serviceStatus, dir string) statusHealth {
 	var why []string
 	if svc.Answering {
-		tok, err := readToken(sys.configDir)
+		tok, err := installer.ReadToken(sys.configDir)
 		if err == nil {
 			var snap store.HealthSnapshot
 			if snap, err = web.FetchHealth(ctx, svc.URL, tok); err == nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/smarter-compact/smarter-compact/proxy/config/configtest"
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
@@ -35,7 +36,7 @@ func TestStatusHealthFromFile(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close() // nothing answers there
-	config := writeConfig(t, "")
+	config := configtest.WriteConfig(t, "")
 	sys, stdout, stderr := testSystem(t, env{"SMARTER_COMPACT_STATE_DIR": state, "CONTEXT_PROXY_PORT": strconv.Itoa(port)})
 	if err := run(t.Context(), []string{"status", "--config", config}, sys); err != nil {
 		t.Fatalf("status: %v (stderr %s)", err, stderr)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/store"
@@ -25,7 +24,7 @@ func readSavings(ctx context.Context, root *store.Root, prices savings.Prices, n
 // writeSavingsHeadline prints the line `status` leads with, "Saved today (estimate): $0.42
 // (58.0 %) of $0.72 untrimmed, …; last 7 days: …", and the models without a price.
 func writeSavingsHeadline(w io.Writer, s *savings.Summary) {
-	fmt.Fprintf(w, "Saved today (estimate): %s; last 7 days: %s\n", moneyLine(s.Today), moneyLine(s.Week))
+	fmt.Fprintf(w, "Saved today (estimate): %s; last 7 days: %s\n", s.Today.Line(), s.Week.Line())
 	for _, n := range s.NoPrice {
 		fmt.Fprintf(w, "  %s\n", n)
 	}
@@ -38,30 +37,10 @@ func writeSavings(w io.Writer, s *savings.Summary) {
 	}
 	fmt.Fprintln(w, "Saved in the last 7 days (estimate):")
 	for _, r := range s.ByAgent {
-		fmt.Fprintf(w, "  agent %-12s %s\n", r.Key, moneyLine(r.Figure))
+		fmt.Fprintf(w, "  agent %-12s %s\n", r.Key, r.Figure.Line())
 	}
 	for _, r := range s.ByModel {
-		fmt.Fprintf(w, "  model %-12s %s\n", r.Key, moneyLine(r.Figure))
+		fmt.Fprintf(w, "  model %-12s %s\n", r.Key, r.Figure.Line())
 	}
 	fmt.Fprintln(w)
-}
-
-// moneyLine is "$0.42 (58.0 %) of $0.72 untrimmed, 12 requests".
-func moneyLine(f savings.Figure) string {
-	if f.Requests == 0 && f.Unpriced == 0 {
-		return "no requests"
-	}
-	pct := "–"
-	if f.Percent != nil {
-		pct = strconv.FormatFloat(*f.Percent, 'f', 1, 64) + " %"
-	}
-	reqs := "requests"
-	if f.Requests == 1 {
-		reqs = "request"
-	}
-	line := fmt.Sprintf("%s (%s) of %s untrimmed, %d %s", savings.USD(f.Saved), pct, savings.USD(f.Untrimmed), f.Requests, reqs)
-	if f.Unpriced > 0 {
-		line += fmt.Sprintf(", %d without a price", f.Unpriced)
-	}
-	return line
 }

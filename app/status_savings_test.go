@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/proxy/config/configtest"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/store/storetest"
 )
@@ -29,7 +30,7 @@ func TestStatusShowsSavings(t *testing.T) {
 		}
 	}
 	// house-model: read $1, output $10 per million: cost 1 + 1 = $2, untrimmed 3 + 1 = $4
-	config := writeConfig(t, "[prices.\"house-model\"]\ninput = 5.0\ncache_read = 1.0\ncache_write = 6.0\noutput = 10.0\n")
+	config := configtest.WriteConfig(t, "[prices.\"house-model\"]\ninput = 5.0\ncache_read = 1.0\ncache_write = 6.0\noutput = 10.0\n")
 	sys, stdout, stderr := testSystem(t, env{"SMARTER_COMPACT_STATE_DIR": state, "CONTEXT_PROXY_PORT": "1"})
 	if err := run(t.Context(), []string{"status", "--config", config}, sys); err != nil {
 		t.Fatalf("status: %v (stderr %s)", err, stderr)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/proxy/config/configtest"
 	"github.com/smarter-compact/smarter-compact/store"
 	"github.com/smarter-compact/smarter-compact/store/storetest"
 	"github.com/smarter-compact/smarter-compact/web"
@@ -51,7 +52,7 @@ func TestStatusCommandJSON(t *testing.T) {
 	state := t.TempDir()
 	statusStore(t, state)
 	port := healthzServer(t)
-	config := writeConfig(t, "[context_proxy]\nenabled = true\n[context_proxy.agents]\nclaude-code = false\n")
+	config := configtest.WriteConfig(t, "[context_proxy]\nenabled = true\n[context_proxy.agents]\nclaude-code = false\n")
 	sys, stdout, stderr := testSystem(t, env{"SMARTER_COMPACT_STATE_DIR": state, "CONTEXT_PROXY_PORT": strconv.Itoa(port)})
 	if err := run(t.Context(), []string{"status", "--json", "--config", config}, sys); err != nil {
 		t.Fatalf("status --json: %v (stderr %s)", err, stderr)
@@ -211,7 +212,7 @@ func TestStatusCommandFlags(t *testing.T) {
 // status names the memory provider and bank, never the API key.
 func TestStatusShowsMemoryWithoutTheKey(t *testing.T) {
 	t.Parallel()
-	config := writeConfig(t, "[memory]\nurl = \"http://127.0.0.1:8888\"\napi_key = \"file-secret\"\n")
+	config := configtest.WriteConfig(t, "[memory]\nurl = \"http://127.0.0.1:8888\"\napi_key = \"file-secret\"\n")
 	sys, stdout, stderr := testSystem(t, env{"SMARTER_COMPACT_STATE_DIR": t.TempDir(), "CONTEXT_PROXY_PORT": "1",
 		"SMARTER_COMPACT_MEMORY_API_KEY": "env-secret"})
 	if err := run(t.Context(), []string{"status", "--verbose", "--config", config}, sys); err != nil {

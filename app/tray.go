@@ -86,7 +86,7 @@ func (a *trayApp) SetLogin(ctx context.Context, enable bool) {
 	if enable {
 		res, err := installer.ServiceInstall(ctx, cfg)
 		if err != nil {
-			a.log.Warn("tray: login service not installed", "err", strings.ReplaceAll(serviceHelp(err).Error(), "\n", "; "))
+			a.log.Warn("tray: login service not installed", "err", strings.ReplaceAll(installer.ServiceHelp(err).Error(), "\n", "; "))
 			return
 		}
 		a.log.Info("tray: login service installed: starts at login", "path", res.State.Path, "manager", res.State.Manager, "changed", res.Changed)
@@ -97,7 +97,7 @@ func (a *trayApp) SetLogin(ctx context.Context, enable bool) {
 	}
 	res, err := installer.ServiceUninstall(ctx, cfg)
 	if err != nil {
-		a.log.Warn("tray: login service not removed", "err", strings.ReplaceAll(serviceHelp(err).Error(), "\n", "; "))
+		a.log.Warn("tray: login service not removed", "err", strings.ReplaceAll(installer.ServiceHelp(err).Error(), "\n", "; "))
 		return
 	}
 	a.log.Info("tray: login service removed: does not start at login", "path", res.State.Path, "changed", res.Changed)

@@ -318,6 +318,18 @@ func ProbeHealth(ctx context.Context, port int) (Health, error) {
 	return h, nil
 }
 
+// HealthProblem is why h and err of ProbeHealth are not smarter-compact answering: err's
+// text, or the status line another program answered with; "" when it is ours.
+func HealthProblem(h Health, err error) string {
+	switch {
+	case err != nil:
+		return err.Error()
+	case h.Status != "":
+		return fmt.Sprintf("GET /healthz answered %s, not smarter-compact's ok: another program on this port?", h.Status)
+	}
+	return ""
+}
+
 // ServiceHealth asks GET http://127.0.0.1:<port>/healthz (no proxy, no redirects, a short
 // timeout) and returns nil when it answers smarter-compact's 200 "ok".
 func ServiceHealth(ctx context.Context, port int) error {

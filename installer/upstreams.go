@@ -340,6 +340,37 @@ func RemoveKeysIn(b []byte, section string, names []string, dropTable, dropBlank
 	return d.Bytes(), nil
 }
 
+// TOMLKey is one `name = value` line our commands write into config.toml: `on`/`off` the
+// [context_proxy.agents] switches, the dashboard's settings, the chained [upstream] base
+// URLs. Value is TOML text (TOMLBool, TOMLString).
+type TOMLKey struct {
+	Name, Value string
+}
+
+// TOMLBool is b as TOML text: "true" or "false".
+func TOMLBool(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+// SetKeysIn sets keys in the table [section] of the TOML text b through TOMLDoc.SetKeyIn:
+// only those keys' lines change. An error (the keys in an inline table or dotted keys, b not
+// valid TOML) means the caller writes nothing.
+func SetKeysIn(b []byte, section string, keys []TOMLKey) ([]byte, error) {
+	d, err := ParseTOMLDoc(b)
+	if err != nil {
+		return nil, fmt.Errorf("not valid TOML: %w", err)
+	}
+	for _, k := range keys {
+		if _, err := d.SetKeyIn(section, k.Name, json.RawMessage(k.Value)); err != nil {
+			return nil, err
+		}
+	}
+	return d.Bytes(), nil
+}
+
 // upstreamURL accepts what config.toml's [upstream] keys accept: an http(s) URL with a host,
 // no query and no fragment.
 func upstreamURL(s string) bool {

@@ -3,7 +3,8 @@
 // It owns everything under the context root ($SMARTER_COMPACT_STATE_DIR/context): the path rules
 // (Dir, SanitizeSID), the per-session SQLite databases (schema v3 and its migrations, rows and
 // lines, the fingerprint index, events), content-addressed blobs, session registrations, the
-// .force flag, the proxy's opaque trim state, and the retention sweep. It also owns the row
+// .force flag, the proxy's opaque trim state, the retention sweep, and doctor's checks of the
+// store folder and of the SQLite build (doctor.go: CheckDir, CheckFTS5). It also owns the row
 // fingerprint and the canonical JSON it hashes (DESIGN.md §6), because the database key depends
 // on them byte for byte.
 //

@@ -112,3 +112,34 @@ func sendLoopback(req *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+// AgentModes is what the service reported for a switch of several agents (SetAgentModes).
+type AgentModes struct {
+	ConfigPath string   // the service's config.toml
+	Whys       []string // "<agent> <why>" for each agent whose switch came with a why
+}
+
+// SetAgentModes switches agents one by one through the service at base (SetAgentMode, the
+// `on`, `off` and `follow` commands). A *ServiceDownError or ErrNotTaken comes only from the
+// first agent, when nothing changed; a later failure names the agents already switched.
+func SetAgentModes(ctx context.Context, base, token string, agents []string, mode Mode) (AgentModes, error) {
+	var res AgentModes
+	for i, a := range agents {
+		sw, err := SetAgentMode(ctx, base, token, a, mode)
+		if err != nil {
+			var down *ServiceDownError
+			if i == 0 && (errors.As(err, &down) || errors.Is(err, ErrNotTaken)) {
+				return res, err
+			}
+			if i > 0 {
+				return res, fmt.Errorf("the running service at %s switched %s, but not %s: %v", base, strings.Join(agents[:i], ", "), a, err)
+			}
+			return res, fmt.Errorf("the running service at %s: %v", base, err) // its message names the agent
+		}
+		res.ConfigPath = sw.ConfigPath
+		if sw.Why != "" {
+			res.Whys = append(res.Whys, a+" "+sw.Why)
+		}
+	}
+	return res, nil
+}

@@ -4,7 +4,7 @@
 // guards of guard.go that app hands in: the Host check (CheckHost, DNS rebinding) and the
 // refusal of browsers on the model and MCP routes (RefuseBrowsers); BodyDeadline bounds a
 // request body's arrival ([context_proxy] body_read_timeout_s).
-// SetAgentMode is the control API's client, beside the handlers that define its protocol
+// SetAgentMode (and SetAgentModes for several agents) is the control API's client, beside the handlers that define its protocol
 // (`smarter-compact on|off` switches a running service through it).
 //
 // Pages: the overview (service, per-agent switches, pause, the last 24 hours, tokens saved

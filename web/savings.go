@@ -64,7 +64,7 @@ func figureView(f savings.Figure) ui.SavingsFigure {
 		Negative: f.Saved < 0,
 	}
 	if f.Percent != nil {
-		v.Percent = strings.Replace(strconv.FormatFloat(*f.Percent, 'f', 1, 64), "-", "−", 1) + "\u00a0%"
+		v.Percent = strings.Replace(savings.PercentText(*f.Percent), "-", "−", 1) + "\u00a0%"
 	}
 	v.Requests = ui.Plural(f.Requests, "request", "requests")
 	if f.Unpriced > 0 {

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -10,28 +9,17 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/proxy"
+	"github.com/smarter-compact/smarter-compact/proxy/config/configtest"
 	"github.com/smarter-compact/smarter-compact/store/savings"
 )
 
-// env is a fake environment for getenv.
-type env map[string]string
-
-func (e env) get(k string) string { return e[k] }
-
-// writeConfig writes text as config.toml in a fresh directory and returns its path.
-func writeConfig(t *testing.T, text string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+// env is a fake environment for getenv (configtest.Env, shared with app's tests).
+type env = configtest.Env
 
 // load reads text as an explicitly named config.toml under e.
 func load(t *testing.T, text string, e env) (Config, error) {
 	t.Helper()
-	return Load(writeConfig(t, text), true, e.get)
+	return Load(configtest.WriteConfig(t, text), true, e.Get)
 }
 
 func wantDefaults() Config {
@@ -57,14 +45,14 @@ func wantDefaults() Config {
 func TestConfigDefaultsWhenFileMissing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	path, explicit, err := Path("", env{}.get, dir)
+	path, explicit, err := Path("", env{}.Get, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := filepath.Join(dir, "smarter-compact", "config.toml"); path != want || explicit {
 		t.Fatalf("ConfigPath = %q, %v; want %q, false", path, explicit, want)
 	}
-	got, err := Load(path, explicit, env{}.get)
+	got, err := Load(path, explicit, env{}.Get)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +84,7 @@ func TestConfigPathPrecedence(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, explicit, err := Path(tt.flag, tt.env.get, tt.configDir)
+			got, explicit, err := Path(tt.flag, tt.env.Get, tt.configDir)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want one mentioning %q", err, tt.wantErr)
@@ -113,7 +101,7 @@ func TestConfigPathPrecedence(t *testing.T) {
 func TestConfigExplicitPathMustExist(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "typo.toml")
-	_, err := Load(path, true, env{}.get)
+	_, err := Load(path, true, env{}.Get)
 	if err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("err = %v, want one naming %s", err, path)
 	}
@@ -151,8 +139,8 @@ codex = "https://chatgpt.example/backend-api/codex"
 
 func TestConfigFileValues(t *testing.T) {
 	t.Parallel()
-	path := writeConfig(t, fullFile)
-	got, err := Load(path, true, env{}.get)
+	path := configtest.WriteConfig(t, fullFile)
+	got, err := Load(path, true, env{}.Get)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,8 +284,8 @@ func TestConfigAgents(t *testing.T) {
 
 func TestConfigUnknownKey(t *testing.T) {
 	t.Parallel()
-	path := writeConfig(t, "[context_proxy]\nport = 4100\nprot = 4200\n\n[context_proxy.agents]\ncursor = true\n")
-	_, err := Load(path, true, env{}.get)
+	path := configtest.WriteConfig(t, "[context_proxy]\nport = 4100\nprot = 4200\n\n[context_proxy.agents]\ncursor = true\n")
+	_, err := Load(path, true, env{}.Get)
 	if err == nil {
 		t.Fatal("want an error for unknown keys")
 	}
@@ -310,8 +298,8 @@ func TestConfigUnknownKey(t *testing.T) {
 
 func TestConfigSyntaxError(t *testing.T) {
 	t.Parallel()
-	path := writeConfig(t, "[context_proxy\nport = 1\n")
-	_, err := Load(path, true, env{}.get)
+	path := configtest.WriteConfig(t, "[context_proxy\nport = 1\n")
+	_, err := Load(path, true, env{}.Get)
 	if err == nil || !strings.Contains(err.Error(), path+":1:") {
 		t.Fatalf("err = %v, want one naming %s and line 1", err, path)
 	}
@@ -363,8 +351,8 @@ func TestConfigBadValues(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			path := writeConfig(t, tt.file+"\n")
-			_, err := Load(path, true, tt.env.get)
+			path := configtest.WriteConfig(t, tt.file+"\n")
+			_, err := Load(path, true, tt.env.Get)
 			if err == nil {
 				t.Fatal("want an error")
 			}
@@ -476,8 +464,8 @@ func TestConfigEveryErrorAtOnce(t *testing.T) {
 		"max_chars = -1\n" + // 7: out of range
 		"[context_store]\n" +
 		"ttl_dayz = 3\n" // 9: unknown
-	path := writeConfig(t, text)
-	_, err := Load(path, true, env{}.get)
+	path := configtest.WriteConfig(t, text)
+	_, err := Load(path, true, env{}.Get)
 	if err == nil {
 		t.Fatal("want an error")
 	}

@@ -3,7 +3,7 @@
 // range, the resolution "environment over file over default" with all errors at once and
 // the seed's fallbacks as warnings (config.go), the [memory] table (memory.go), [prices]
 // (prices.go), the proxy's timeouts (timeouts.go), the bounded read that refuses FIFOs,
-// devices and files over 1 MiB (read.go), the trimming switches and their rule (pause, then
+// devices and files over 1 MiB and the text our commands edit (read.go: ReadFile, ReadText), the trimming switches and their rule (pause, then
 // CONTEXT_PROXY_ENABLED, then the agent's key, then the master switch; switches.go), and the
 // "did you mean" of unknown names (suggest.go, which the CLI reuses for its commands).
 //

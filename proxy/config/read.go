@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -10,6 +11,16 @@ import (
 // MaxBytes caps config.toml: ours is a few hundred bytes, so a larger file is a
 // mistake (a log, an image, /dev/zero) that must not be read into memory.
 const MaxBytes = 1 << 20
+
+// ReadText is ReadFile with a missing file as nil bytes and no error: the text our commands
+// edit (a missing config.toml is created by the first save).
+func ReadText(path string) ([]byte, error) {
+	b, err := ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
 
 // ReadFile returns the bytes of the config.toml at path, which must be a regular file
 // of at most MaxBytes. A FIFO, a device (/dev/zero), a socket or a directory is an

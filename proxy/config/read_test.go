@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smarter-compact/smarter-compact/proxy/config/configtest"
 )
 
 // hangGuard bounds a call that must return at once: before ReadFile, a FIFO as
@@ -18,7 +20,7 @@ func loadWithin(t *testing.T, path string) error {
 	t.Helper()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := Load(path, true, env{}.get)
+		_, err := Load(path, true, env{}.Get)
 		errc <- err
 	}()
 	select {
@@ -52,7 +54,7 @@ func TestConfigAtTheCapLoads(t *testing.T) {
 	t.Parallel()
 	text := "[context_proxy]\nport = 4242\n"
 	text += strings.Repeat("#", MaxBytes-len(text)-1) + "\n"
-	cfg, err := Load(writeConfig(t, text), true, env{}.get)
+	cfg, err := Load(configtest.WriteConfig(t, text), true, env{}.Get)
 	if err != nil || cfg.Port != 4242 {
 		t.Fatalf("LoadConfig of a %d-byte file = port %d, %v; want it read", len(text), cfg.Port, err)
 	}

@@ -2,6 +2,7 @@ package savings
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -183,6 +184,32 @@ func rows(m map[string]*Row) []Row {
 	})
 	return out
 }
+
+// Line is f as one line of plain text for `status`: "$0.42 (58.0 %) of $0.72 untrimmed, 12
+// requests", with ", 2 without a price" when some requests had none, and "no requests"
+// when there were none. The dashboard shows the same parts (USD, PercentText) in its cards.
+func (f Figure) Line() string {
+	if f.Requests == 0 && f.Unpriced == 0 {
+		return "no requests"
+	}
+	pct := "–"
+	if f.Percent != nil {
+		pct = PercentText(*f.Percent) + " %"
+	}
+	reqs := "requests"
+	if f.Requests == 1 {
+		reqs = "request"
+	}
+	line := fmt.Sprintf("%s (%s) of %s untrimmed, %d %s", USD(f.Saved), pct, USD(f.Untrimmed), f.Requests, reqs)
+	if f.Unpriced > 0 {
+		line += fmt.Sprintf(", %d without a price", f.Unpriced)
+	}
+	return line
+}
+
+// PercentText formats a Figure's Percent with one decimal and an ASCII minus, no unit:
+// "58.0", "-3.2".
+func PercentText(p float64) string { return strconv.FormatFloat(p, 'f', 1, 64) }
 
 // USD formats v dollars for a person, with an ASCII minus: "$4.20", "$0.0123", "-$0.02"
 // (two decimals from $0.10 on, four below).

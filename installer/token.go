@@ -1,4 +1,4 @@
-package app
+package installer
 
 import (
 	"crypto/rand"
@@ -10,28 +10,26 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-
-	"github.com/smarter-compact/smarter-compact/installer"
 )
 
 // tokenBytes is the API token's length in random bytes (64 hex characters).
 const tokenBytes = 32
 
-// tokenPath is the per-install API token file: <configDir>/smarter-compact/api-token, where
+// TokenPath is the per-install API token file: <configDir>/smarter-compact/api-token, where
 // configDir is os.UserConfigDir (the folder of the default config.toml, whatever --config
 // names). The token guards /api/* (web.Options.APIToken); `on` and `off` send it.
-func tokenPath(configDir string) (string, error) {
+func TokenPath(configDir string) (string, error) {
 	if configDir == "" {
 		return "", errors.New("cannot find the user config directory for the API token: set XDG_CONFIG_HOME or HOME (APPDATA on Windows)")
 	}
 	return filepath.Join(configDir, "smarter-compact", "api-token"), nil
 }
 
-// ensureToken returns the API token, creating the file (folder 0700, file 0600) with a new
+// EnsureToken returns the API token, creating the file (folder 0700, file 0600) with a new
 // random token when it is missing or does not hold one; a file open to group or others is
 // tightened to 0600. serve calls it at start. The token is never logged.
-func ensureToken(configDir string) (string, error) {
-	path, err := tokenPath(configDir)
+func EnsureToken(configDir string) (string, error) {
+	path, err := TokenPath(configDir)
 	if err != nil {
 		return "", err
 	}
@@ -56,7 +54,7 @@ func ensureToken(configDir string) (string, error) {
 		return "", fmt.Errorf("create the API token's folder: %w", err)
 	}
 	// One atomic write, 0600 whatever mode a bad file had: no moment without a file.
-	if err := installer.WriteFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
+	if err := WriteFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write the API token %s: %w", path, err)
 	}
 	return tok, nil
@@ -65,10 +63,10 @@ func ensureToken(configDir string) (string, error) {
 // errBadToken is a token file that does not hold 64 hex characters.
 var errBadToken = errors.New("not an API token")
 
-// readToken returns the API token the running service created, for `on` and `off`. A
+// ReadToken returns the API token the running service created, for `on` and `off`. A
 // missing file wraps fs.ErrNotExist.
-func readToken(configDir string) (string, error) {
-	path, err := tokenPath(configDir)
+func ReadToken(configDir string) (string, error) {
+	path, err := TokenPath(configDir)
 	if err != nil {
 		return "", err
 	}

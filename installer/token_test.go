@@ -1,4 +1,4 @@
-package app
+package installer
 
 import (
 	"encoding/hex"
@@ -14,10 +14,10 @@ import (
 func TestToken(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if _, err := readToken(dir); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("readToken before serve made one = %v, want fs.ErrNotExist", err)
+	if _, err := ReadToken(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("ReadToken before serve made one = %v, want fs.ErrNotExist", err)
 	}
-	tok, err := ensureToken(dir)
+	tok, err := EnsureToken(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,14 +32,14 @@ func TestToken(t *testing.T) {
 			t.Errorf("modes: file %o, dir %o; want 600 and 700", fi.Mode().Perm(), di.Mode().Perm())
 		}
 	}
-	again, err := ensureToken(dir)
+	again, err := EnsureToken(dir)
 	if err != nil || again != tok {
-		t.Errorf("second ensureToken = %q, %v; want the same token", again, err)
+		t.Errorf("second EnsureToken = %q, %v; want the same token", again, err)
 	}
-	if got, err := readToken(dir); err != nil || got != tok {
-		t.Errorf("readToken = %q, %v; want the token", got, err)
+	if got, err := ReadToken(dir); err != nil || got != tok {
+		t.Errorf("ReadToken = %q, %v; want the token", got, err)
 	}
-	other, err := ensureToken(t.TempDir())
+	other, err := EnsureToken(t.TempDir())
 	if err != nil || other == tok {
 		t.Errorf("another install's token = %q, %v: want a different one", other, err)
 	}
@@ -49,25 +49,25 @@ func TestToken(t *testing.T) {
 		if err := os.Chmod(path, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ensureToken(dir); err != nil {
+		if _, err := EnsureToken(dir); err != nil {
 			t.Fatal(err)
 		}
 		if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
-			t.Errorf("mode after ensureToken %o, want 600", fi.Mode().Perm())
+			t.Errorf("mode after EnsureToken %o, want 600", fi.Mode().Perm())
 		}
 	}
-	// A file that does not hold a token: readToken says so, ensureToken replaces it.
+	// A file that does not hold a token: ReadToken says so, EnsureToken replaces it.
 	if err := os.WriteFile(path, []byte("hello\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readToken(dir); err == nil || !strings.Contains(err.Error(), "restart the service") {
-		t.Errorf("readToken of a bad file = %v", err)
+	if _, err := ReadToken(dir); err == nil || !strings.Contains(err.Error(), "restart the service") {
+		t.Errorf("ReadToken of a bad file = %v", err)
 	}
-	fresh, err := ensureToken(dir)
+	fresh, err := EnsureToken(dir)
 	if err != nil || fresh == tok || len(fresh) != 64 {
-		t.Errorf("ensureToken over a bad file = %q, %v; want a new token", fresh, err)
+		t.Errorf("EnsureToken over a bad file = %q, %v; want a new token", fresh, err)
 	}
-	if _, err := ensureToken(""); err == nil || !strings.Contains(err.Error(), "config directory") {
-		t.Errorf("ensureToken without a config dir = %v", err)
+	if _, err := EnsureToken(""); err == nil || !strings.Contains(err.Error(), "config directory") {
+		t.Errorf("EnsureToken without a config dir = %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package installer
 
 import (
 	"encoding/json"
@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-
-	"github.com/smarter-compact/smarter-compact/installer"
 )
 
 // The service's address file: serve records where it listens, so that `on` and `off` find a
@@ -28,19 +26,20 @@ type addrRecord struct {
 	PID  int    `json:"pid"`
 }
 
-func addrFilePath(configDir string) (string, error) {
-	tok, err := tokenPath(configDir)
+// AddrFilePath is the address file, next to the API token (TokenPath).
+func AddrFilePath(configDir string) (string, error) {
+	tok, err := TokenPath(configDir)
 	if err != nil {
 		return "", err
 	}
 	return filepath.Join(filepath.Dir(tok), addrFileName), nil
 }
 
-// writeAddrFile records base (http://127.0.0.1:<port>) as this process's address. remove
+// WriteAddrFile records base (http://127.0.0.1:<port>) as this process's address. remove
 // deletes the file while it still holds this record (a second service that started since
 // keeps its own).
-func writeAddrFile(configDir, base string) (remove func(), err error) {
-	path, err := addrFilePath(configDir)
+func WriteAddrFile(configDir, base string) (remove func(), err error) {
+	path, err := AddrFilePath(configDir)
 	if err != nil {
 		return func() {}, err
 	}
@@ -49,7 +48,7 @@ func writeAddrFile(configDir, base string) (remove func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return func() {}, err
 	}
-	if err := installer.WriteFileAtomic(path, b, 0o600); err != nil {
+	if err := WriteFileAtomic(path, b, 0o600); err != nil {
 		return func() {}, err
 	}
 	return func() {
@@ -59,10 +58,10 @@ func writeAddrFile(configDir, base string) (remove func(), err error) {
 	}, nil
 }
 
-// readAddrFile returns the base URL a running service recorded, "" when there is none or it
+// ReadAddrFile returns the base URL a running service recorded, "" when there is none or it
 // is not a loopback http URL with a port (the token is sent there: never anywhere else).
-func readAddrFile(configDir string) string {
-	path, err := addrFilePath(configDir)
+func ReadAddrFile(configDir string) string {
+	path, err := AddrFilePath(configDir)
 	if err != nil {
 		return ""
 	}

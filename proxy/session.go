@@ -44,19 +44,14 @@ type session struct {
 // up to 64 sessions. 32 MiB holds about 40 such sessions.
 const cacheBudget = 32 << 20
 
-// cacheCost estimates the heap a session's caches hold: the message bytes twice (the bytes,
-// and the parse results and rows about as large again) plus the remembered top-level
-// values. A message in several threads counts each time, an overestimate.
+// cacheCost estimates the heap a session's caches hold: the parse results and rows, counted
+// as large as the message bytes they came from (the bytes themselves are not kept), and the
+// compressed renderings. A message in several threads counts each time, an overestimate.
 func (s *session) cacheCost() int64 {
 	var n int64
 	for _, msgs := range s.threads {
 		for _, m := range msgs {
-			n += 2*int64(len(m.raw)) + int64(len(m.rendered))
-		}
-	}
-	if s.last != nil {
-		for _, v := range s.last.top {
-			n += int64(len(v))
+			n += int64(m.sum.n) + int64(len(m.rendered))
 		}
 	}
 	return n

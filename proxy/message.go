@@ -23,27 +23,17 @@ type message struct {
 	raw  []byte
 	sum  spanSum
 	role string
-	// pinned messages (Anthropic's mid-conversation role "system") stay in place, are never
-	// stored and never dropped by a cut before them.
-	pinned bool
 	// contentAt indexes "content" in the message's members (fields), -1 when absent.
 	contentAt int
-	// stringContent is true when content is a JSON string (one implicit text block).
-	stringContent bool
-	blocks        []block
+	blocks    []block
 
-	rows []row
-	// textGone: the rows' text was freed after the store took them (storeRows).
-	textGone bool
-	prevFP   string // chain value before this message
-	endFP    string // chain value after this message
-	firstFP  string // fingerprint of the first row ("" when the message has no rows)
+	rows    []row
+	prevFP  string // chain value before this message
+	endFP   string // chain value after this message
+	firstFP string // fingerprint of the first row ("" when the message has no rows)
 
-	realUser   bool // user message that is not only tool_result blocks
-	finalReply bool // assistant message with no tool calls
 	toolUses   []toolUse
 	toolResIDs []string
-	thinking   bool // has thinking or redacted_thinking blocks
 	// thinkingBytes is what a strip takes out of the message (blocks and their commas).
 	thinkingBytes int
 	// nonThinking counts blocks that survive a thinking strip.
@@ -57,32 +47,46 @@ type message struct {
 	// results); nil means raw.
 	rendered []byte
 
+	// key names the message in the trim state: the fingerprint of its first row, or, for
+	// a message without rows, a hash of the chain before it and of its bytes.
+	key string
+	// pre holds the rows of a Chat message or Responses item from parse time until rowsFor
+	// chains them (nil after). nil for Anthropic messages, whose rows come from blocks.
+	pre []preRow
+	// Responses items: the item type, the member index of "id" (-1 when absent), whether
+	// it is a reasoning item (reasoning), and whether the model produced it (modelOutput:
+	// reasoning, an assistant message, a call), which is what a reasoning item's linkage
+	// covers (api-rules §4.2).
+	itemType string
+	idAt     int
+	// thinkingAt is the member index of a Chat message's thinking_blocks, -1 when absent.
+	thinkingAt int
+	// legacyFn names the function of a Chat legacy function_call or role "function"
+	// result ("" otherwise); numberLegacyCalls pairs them.
+	legacyFn string
+
+	// The flags sit together, so the struct has no padding between them.
+
+	// pinned messages (Anthropic's mid-conversation role "system") stay in place, are never
+	// stored and never dropped by a cut before them.
+	pinned bool
+	// stringContent is true when content is a JSON string (one implicit text block).
+	stringContent bool
+	// textGone: the rows' text was freed after the store took them (storeRows).
+	textGone   bool
+	realUser   bool // user message that is not only tool_result blocks
+	finalReply bool // assistant message with no tool calls
+	thinking   bool // has thinking or redacted_thinking blocks
 	// pinAlways marks a pinned Chat or Responses system/developer message: every trim keeps
 	// it (contract: Trim, pinned messages). An Anthropic role "system" message instead
 	// stays exactly when the message before it stays.
 	pinAlways bool
 	// stepStart: the message opens a step of an agent loop (contract: in-turn gap).
-	stepStart bool
-	// key names the message in the trim state: the fingerprint of its first row, or, for
-	// a message without rows, a hash of the chain before it and of its bytes.
-	key string
-	// pre holds the rows of a Chat message or Responses item, computed at parse time;
-	// rowsFor chains them. nil for Anthropic messages, whose rows come from blocks.
-	pre []preRow
-	// Responses items: the item type, the member index of "id" (-1 when absent), whether
-	// it is a reasoning item, and whether the model produced it (reasoning, an assistant
-	// message, a call), which is what a reasoning item's linkage covers (api-rules §4.2).
-	itemType    string
-	idAt        int
+	stepStart   bool
 	reasoning   bool
 	modelOutput bool
-	// thinkingAt is the member index of a Chat message's thinking_blocks, -1 when absent.
-	thinkingAt int
 	// encrypted: a Responses reasoning item carries a non-empty encrypted_content.
 	encrypted bool
-	// legacyFn names the function of a Chat legacy function_call or role "function"
-	// result ("" otherwise); numberLegacyCalls pairs them.
-	legacyFn string
 }
 
 // spanSum returns the sum of the message's bytes (computed from raw for a message built

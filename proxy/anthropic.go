@@ -19,11 +19,11 @@ func parseMessage(raw []byte) (*message, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &message{raw: raw, members: mem, contentAt: -1, idAt: -1, thinkingAt: -1}
+	m := &message{raw: raw, contentAt: -1, idAt: -1, thinkingAt: -1}
 	for i, f := range mem {
 		switch f.key {
 		case "role":
-			m.role, _ = decodeString(f.val)
+			m.role, _ = decodeName(f.val)
 		case "content":
 			m.contentAt = i
 		}
@@ -44,7 +44,8 @@ func parseMessage(raw []byte) (*message, error) {
 	switch kindOf(content) {
 	case '"':
 		m.stringContent = true
-		m.blocks = []block{{raw: content, typ: "text"}}
+		off := offsetIn(raw, content)
+		m.blocks = []block{{off: int32(off), end: int32(off + len(content)), typ: "text"}}
 		m.nonThinking = 1
 	case '[':
 		elems, err := arrayElems(content)
@@ -53,7 +54,7 @@ func parseMessage(raw []byte) (*message, error) {
 		}
 		m.blocks = make([]block, 0, len(elems))
 		for _, e := range elems {
-			b, err := parseBlock(e, m)
+			b, err := parseBlock(e, offsetIn(raw, e), m)
 			if err != nil {
 				return nil, err
 			}
@@ -71,8 +72,9 @@ func parseMessage(raw []byte) (*message, error) {
 	return m, nil
 }
 
-func parseBlock(raw []byte, m *message) (block, error) {
-	b := block{raw: raw}
+// parseBlock parses the block raw, which starts at offset off in m.
+func parseBlock(raw []byte, off int, m *message) (block, error) {
+	b := block{off: int32(off), end: int32(off + len(raw))}
 	if kindOf(raw) != '{' {
 		return b, fmt.Errorf("content block: want an object")
 	}
@@ -84,11 +86,11 @@ func parseBlock(raw []byte, m *message) (block, error) {
 	for _, f := range fields {
 		switch f.key {
 		case "type":
-			b.typ, _ = decodeString(f.val)
+			b.typ, _ = decodeName(f.val)
 		case "id":
 			id, _ = decodeString(f.val)
 		case "name":
-			name, _ = decodeString(f.val)
+			name, _ = decodeName(f.val)
 		case "tool_use_id":
 			b.toolUseID, _ = decodeString(f.val)
 		case "cache_control":
@@ -137,13 +139,14 @@ func parseBlock(raw []byte, m *message) (block, error) {
 }
 
 // blockRow returns the stored row fields of a block (contract: Rows): role, kind, name,
-// text, and whether the block yields a row at all. names maps tool_use ids to tool names.
-func blockRow(m *message, b *block, names map[string]string) (role, kind, name, text string, ok bool, err error) {
+// text, and whether the block yields a row at all. names finds the tool a tool_result answers.
+func blockRow(m *message, b *block, names func(id string) string) (role, kind, name, text string, ok bool, err error) {
+	raw := m.blockRaw(b)
 	if m.stringContent {
-		s, err := decodeText(b.raw)
+		s, err := decodeText(raw)
 		return m.role, "text", "", s, true, err
 	}
-	fields, err := objectMembers(b.raw)
+	fields, err := objectMembers(raw)
 	if err != nil {
 		return "", "", "", "", false, err
 	}
@@ -181,18 +184,18 @@ func blockRow(m *message, b *block, names map[string]string) (role, kind, name, 
 				return "", "", "", "", false, err
 			}
 		}
-		return "assistant", "tool_use", str("name", decodeString), text, true, nil
+		return "assistant", "tool_use", str("name", decodeName), text, true, nil
 	case "tool_result":
 		text, err := toolResultText(get("content"))
-		return "tool", "tool_result", names[b.toolUseID], text, true, err
+		return "tool", "tool_result", names(b.toolUseID), text, true, err
 	case "image", "document":
 		return m.role, "text", "", "[" + b.typ + "]", true, nil
 	}
 	if strings.HasSuffix(b.typ, "_tool_result") {
-		text, err := compactJSON(b.raw)
+		text, err := compactJSON(raw)
 		return "tool", "tool_result", "", text, true, err
 	}
-	text, err = compactJSON(b.raw)
+	text, err = compactJSON(raw)
 	return m.role, "text", "", text, true, err
 }
 
@@ -222,7 +225,7 @@ func textBlock(raw []byte) (text, typ string, err error) {
 	for _, f := range fields {
 		switch f.key {
 		case "type":
-			typ, _ = decodeString(f.val)
+			typ, _ = decodeName(f.val)
 		case "text":
 			text, _ = decodeText(f.val)
 		}

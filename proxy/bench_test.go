@@ -248,3 +248,46 @@ func BenchmarkReplyStoreWarm(b *testing.B) {
 		a.root.SettleAll()
 	}
 }
+
+// BenchmarkFastPathParse: the parse of a warm request without the store and the render:
+// the known prefix matched, the cached messages reused, the one new tool step parsed and
+// its rows chained. Sizes: about 400 messages (300 KB) and 3000 (the 1M-token order).
+func BenchmarkFastPathParse(b *testing.B) {
+	for _, n := range []int{400, 3000} {
+		b.Run(fmt.Sprintf("%d-msgs", n), func(b *testing.B) {
+			p := benchProxy(b, 10_000_000)
+			c := newBenchConvo()
+			for len(c.Items) < n {
+				c.Add()
+			}
+			sess := &session{threads: map[string][]*message{}}
+			req, err := parseRequest(anthropicFormat, c.Body(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			msgs, thread, err := p.buildMessages(sess, req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sess.keepThread(anthropicFormat, thread, msgs)
+			k := remember(req, msgs, nil)
+			detachAll(msgs)
+			c.Add()
+			next := c.Body()
+			b.SetBytes(int64(len(next)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				req, err := parseRequest(anthropicFormat, next, k)
+				if err != nil {
+					b.Fatal(err)
+				}
+				msgs, _, err := p.buildMessages(sess, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				detachAll(msgs)
+			}
+		})
+	}
+}

@@ -20,13 +20,13 @@ func parseChatMessage(raw []byte) (*message, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &message{raw: raw, members: mem, contentAt: -1, idAt: -1, thinkingAt: -1}
+	m := &message{raw: raw, contentAt: -1, idAt: -1, thinkingAt: -1}
 	var content, toolCalls, functionCall, thinkingBlocks, reasoning []byte
 	var callID, name string
 	for i, f := range mem {
 		switch f.key {
 		case "role":
-			m.role, _ = decodeString(f.val)
+			m.role, _ = decodeName(f.val)
 		case "content":
 			m.contentAt, content = i, f.val
 		case "tool_calls":
@@ -55,7 +55,7 @@ func parseChatMessage(raw []byte) (*message, error) {
 		m.nonThinking = 1
 	case "assistant":
 		m.stepStart = true
-		if err := chatAssistant(m, content, toolCalls, functionCall, thinkingBlocks, reasoning); err != nil {
+		if err := chatAssistant(m, mem, content, toolCalls, functionCall, thinkingBlocks, reasoning); err != nil {
 			return nil, err
 		}
 	case "tool", "function":
@@ -79,7 +79,7 @@ func parseChatMessage(raw []byte) (*message, error) {
 
 // chatAssistant fills the rows of an assistant message in the order the Anthropic adapter
 // stores the same turn: thinking, text, tool calls.
-func chatAssistant(m *message, content, toolCalls, functionCall, thinkingBlocks, reasoning []byte) error {
+func chatAssistant(m *message, mem []member, content, toolCalls, functionCall, thinkingBlocks, reasoning []byte) error {
 	thought := false
 	if kindOf(thinkingBlocks) == '[' {
 		elems, err := arrayElems(thinkingBlocks)
@@ -94,7 +94,7 @@ func chatAssistant(m *message, content, toolCalls, functionCall, thinkingBlocks,
 		}
 		if len(elems) > 0 {
 			m.thinking = true
-			f := m.members[m.thinkingAt]
+			f := mem[m.thinkingAt]
 			m.thinkingBytes = f.end - f.start + 1
 		}
 	}
@@ -205,14 +205,15 @@ func renderChatMessage(m *message, pointer string, strip bool) []byte {
 		base = m.rendered
 	}
 	if pointer != "" && m.contentAt >= 0 {
-		content := prependPart(m.members[m.contentAt].val, "text", textPartJSON("text", pointer))
-		return spliceObject(make([]byte, 0, len(m.raw)+len(content)), m.raw, m.members, map[int][]byte{m.contentAt: content})
+		mem := m.fields()
+		content := prependPart(mem[m.contentAt].val, "text", textPartJSON("text", pointer))
+		return spliceObject(make([]byte, 0, len(m.raw)+len(content)), m.raw, mem, map[int][]byte{m.contentAt: content})
 	}
 	if strip && m.thinkingAt >= 0 {
 		if m.nonThinking == 0 {
 			return nil
 		}
-		return removeMembers(m.raw, m.members, map[int]bool{m.thinkingAt: true})
+		return removeMembers(m.raw, m.fields(), map[int]bool{m.thinkingAt: true})
 	}
 	return base
 }
@@ -232,7 +233,7 @@ func hasInstruction(msgs []*message) bool {
 		if !m.pinned || m.contentAt < 0 || !bytes.Contains(m.raw, []byte("Context management: to fit your context window")) {
 			continue
 		}
-		if t, err := partsText(m.members[m.contentAt].val); err == nil && strings.Contains(t, StandingInstruction) {
+		if t, err := partsText(m.memberVal(m.contentAt)); err == nil && strings.Contains(t, StandingInstruction) {
 			return true
 		}
 	}

@@ -258,7 +258,7 @@ func arrayElems(raw []byte) ([][]byte, error) {
 	if i >= len(raw) || raw[i] != '[' {
 		return nil, fmt.Errorf("%w: want array", errJSON)
 	}
-	elems, _, err := scanArray(raw, i, nil)
+	elems, _, err := scanArray(raw, i)
 	return elems, err
 }
 
@@ -284,6 +284,58 @@ func decodeString(raw []byte) (string, error) {
 		return "", fmt.Errorf("%w: %v", errJSON, err)
 	}
 	return s, nil
+}
+
+// decodeName is decodeString for the short names a request repeats in every message (roles,
+// block and item types): the common ones come back as constants, not a copy each.
+func decodeName(raw []byte) (string, error) {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		switch string(raw[1 : len(raw)-1]) {
+		case "user":
+			return "user", nil
+		case "assistant":
+			return "assistant", nil
+		case "system":
+			return "system", nil
+		case "developer":
+			return "developer", nil
+		case "tool":
+			return "tool", nil
+		case "text":
+			return "text", nil
+		case "tool_use":
+			return "tool_use", nil
+		case "tool_result":
+			return "tool_result", nil
+		case "thinking":
+			return "thinking", nil
+		case "redacted_thinking":
+			return "redacted_thinking", nil
+		case "image":
+			return "image", nil
+		case "message":
+			return "message", nil
+		case "reasoning":
+			return "reasoning", nil
+		case "function_call":
+			return "function_call", nil
+		case "function_call_output":
+			return "function_call_output", nil
+		case "input_text":
+			return "input_text", nil
+		case "output_text":
+			return "output_text", nil
+		case "Bash":
+			return "Bash", nil
+		case "Read":
+			return "Read", nil
+		case "Edit":
+			return "Edit", nil
+		case "Grep":
+			return "Grep", nil
+		}
+	}
+	return decodeString(raw)
 }
 
 // decodeText decodes a raw JSON string token that becomes row text, as the agent sent it:
@@ -369,7 +421,7 @@ func spliceObjectWith(dst, obj []byte, mem []member, repl map[int][]byte, at int
 		} else {
 			dst = append(dst, v...)
 		}
-		last = m.vs + len(m.val)
+		last = m.end
 	}
 	return append(dst, obj[last:]...)
 }

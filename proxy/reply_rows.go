@@ -71,7 +71,6 @@ func (p *Proxy) replyRows(res *rewritten, a *replyAsm) ([]store.RowWrite, error)
 	items, dropped := a.conversationItems(res.keepsReasoning)
 	complete := a.complete && !a.failed
 	prev := res.replyPrev
-	names := map[string]string{}
 	var rows []store.RowWrite
 	add := func(r row) {
 		rows = append(rows, store.RowWrite{Fingerprint: r.fp, Thread: res.thread, Role: r.role, Kind: r.kind,
@@ -82,7 +81,8 @@ func (p *Proxy) replyRows(res *rewritten, a *replyAsm) ([]store.RowWrite, error)
 		if err != nil {
 			return rows, err
 		}
-		if err := p.rowsFor(m, prev, names); err != nil {
+		// a reply's items answer no tool call of their own: no tool names to look up
+		if err := p.rowsFor(m, prev, nil); err != nil {
 			return rows, err
 		}
 		for _, r := range m.rows {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"fmt"
+	"hash/maphash"
 )
 
 // request is one model-API request split into byte spans: an Anthropic Messages body
@@ -23,6 +24,12 @@ type request struct {
 	messagesAt     int // index into top of the message list ("messages", Responses "input")
 	systemAt       int // index into top of system / instructions, -1 when absent
 	rawMsgs        [][]byte
+	// msgSums[i] is rawMsgs[i]'s span sum where the fast path computed it (zero otherwise;
+	// sumAt fills it in).
+	msgSums []spanSum
+	// topSums[i] is top[i]'s value's span sum where scanTop matched it against the known
+	// shape (zero otherwise).
+	topSums []spanSum
 	// stringInput: a Responses input sent as one string; rawMsgs then holds one synthetic
 	// user message item and the view sends a list.
 	stringInput bool
@@ -32,38 +39,64 @@ type request struct {
 	passThrough string
 }
 
-// known is what a session's previous request looked like: its top-level member values and
-// its messages, all JSON that was already validated. A request that repeats them byte for
-// byte is compared, not scanned again, so parsing costs one memory comparison of the known
-// prefix plus a scan of what is new (DESIGN.md §4, fast path).
-type known struct {
-	format apiFormat
-	top    map[string][]byte
-	msgs   [][]byte
+// spanSum names a span of bytes without keeping it: its length and a 64-bit keyed hash
+// (hash/maphash, its seed made once per process). Two spans of equal length and equal hash
+// are taken as equal: an accidental match of different bytes has odds of about 2^-64 per
+// comparison, and the seed never leaves the process, so a client cannot aim at one. One
+// hash, not two: hashing is most of the fast path's own time (the profile of
+// BenchmarkFastPathParse), a second seed doubled it. The zero value names no span (a
+// JSON value is never empty).
+type spanSum struct {
+	n int
+	h uint64
 }
 
-// remember records req as the known shape for the next request of its session. Top-level
-// values are copied (the body is not kept); the messages are those the thread cache holds.
-// prev (may be nil) lends its copies of values that did not change.
-func remember(req *request, msgs []*message, prev *known) *known {
-	k := &known{format: req.format, top: make(map[string][]byte, len(req.top)), msgs: make([][]byte, len(msgs))}
-	if prev != nil && prev.format != req.format {
-		prev = nil
+// sumSeed keys spanSum's hash for the life of the process.
+var sumSeed = maphash.MakeSeed()
+
+func sumOf(b []byte) spanSum { return spanSum{n: len(b), h: maphash.Bytes(sumSeed, b)} }
+
+// sumAt returns the span sum of message i of the request, computing it once.
+func (r *request) sumAt(i int) spanSum {
+	if r.msgSums == nil {
+		r.msgSums = make([]spanSum, len(r.rawMsgs))
 	}
+	if r.msgSums[i].n == 0 {
+		r.msgSums[i] = sumOf(r.rawMsgs[i])
+	}
+	return r.msgSums[i]
+}
+
+// known is what a session's previous request looked like: the span sums of its top-level
+// member values and of its messages, all JSON that was already validated. A request that
+// repeats them byte for byte is compared, not scanned again, so parsing costs one pass over
+// the known prefix plus a scan of what is new (DESIGN.md §4, fast path). It holds no bytes
+// of the request: the body is not kept once the request is answered.
+type known struct {
+	format apiFormat
+	top    map[string]spanSum
+	msgs   []spanSum
+}
+
+// remember records req as the known shape for the next request of its session: the span
+// sums of its top-level values (taken from the parse where it matched them) and of the
+// messages the thread cache holds.
+func remember(req *request, msgs []*message, _ *known) *known {
+	k := &known{format: req.format, top: make(map[string]spanSum, len(req.top)), msgs: make([]spanSum, len(msgs))}
 	list := req.format.listKey()
-	for _, m := range req.top {
+	for i, m := range req.top {
 		if m.key == list {
 			continue
 		}
-		if prev != nil && bytes.Equal(prev.top[m.key], m.val) {
-			k.top[m.key] = prev.top[m.key]
+		if i < len(req.topSums) && req.topSums[i].n != 0 {
+			k.top[m.key] = req.topSums[i]
 		} else {
-			k.top[m.key] = bytes.Clone(m.val)
+			k.top[m.key] = sumOf(m.val)
 		}
 	}
 	if !req.stringInput {
 		for i, m := range msgs {
-			k.msgs[i] = m.raw
+			k.msgs[i] = m.spanSum()
 		}
 	}
 	return k
@@ -77,14 +110,14 @@ func parseRequest(f apiFormat, body []byte, k *known) (*request, error) {
 		k = nil
 	}
 	list := f.listKey()
-	top, msgs, end, err := scanTop(body, k, list)
+	top, msgs, topSums, msgSums, end, err := scanTop(body, k, list)
 	if err != nil {
 		return nil, fmt.Errorf("request body: %w", err)
 	}
 	if skipSpace(body, end) != len(body) {
 		return nil, fmt.Errorf("request body: data after the JSON value")
 	}
-	req := &request{format: f, body: body, top: top, messagesAt: -1, systemAt: -1}
+	req := &request{format: f, body: body, top: top, messagesAt: -1, systemAt: -1, topSums: topSums, msgSums: msgSums}
 	for i, m := range top {
 		switch m.key {
 		case "model":
@@ -125,6 +158,7 @@ func parseRequest(f apiFormat, body []byte, k *known) (*request, error) {
 		item = append(item, `{"type":"message","role":"user","content":`...)
 		item = append(item, bytes.TrimSpace(top[req.messagesAt].val)...)
 		msgs, req.stringInput = [][]byte{append(item, '}')}, true
+		req.msgSums = nil
 	}
 	if msgs == nil {
 		return nil, fmt.Errorf("request body: no %s list", list)
@@ -156,104 +190,133 @@ func parseRequest(f apiFormat, body []byte, k *known) (*request, error) {
 
 // scanTop reads the top-level object of body: its members, the elements of the list member
 // (list: "messages" or "input"), and where the object ends. Values that repeat k's byte for
-// byte are matched, not scanned.
-func scanTop(body []byte, k *known, list string) (top []member, msgs [][]byte, end int, err error) {
+// byte are matched by their span sums, not scanned; topSums and msgSums hold the sums of
+// the values and messages so matched (zero elsewhere, nil when k is nil).
+func scanTop(body []byte, k *known, list string) (top []member, msgs [][]byte, topSums, msgSums []spanSum, end int, err error) {
+	fail := func(err error) ([]member, [][]byte, []spanSum, []spanSum, int, error) {
+		return nil, nil, nil, nil, 0, err
+	}
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
-		return nil, nil, 0, fmt.Errorf("%w: want an object", errJSON)
+		return fail(fmt.Errorf("%w: want an object", errJSON))
 	}
 	top = make([]member, 0, 16)
+	if k != nil {
+		topSums = make([]spanSum, 0, 16)
+	}
 	i = skipSpace(body, i+1)
 	if i < len(body) && body[i] == '}' {
-		return top, nil, i + 1, nil
+		return top, nil, topSums, nil, i + 1, nil
 	}
 	for {
 		i = skipSpace(body, i)
 		if i >= len(body) || body[i] != '"' {
-			return nil, nil, 0, fmt.Errorf("%w: want a key at %d", errJSON, i)
+			return fail(fmt.Errorf("%w: want a key at %d", errJSON, i))
 		}
 		ks := i
 		ke, err := skipString(body, i)
 		if err != nil {
-			return nil, nil, 0, err
+			return fail(err)
 		}
 		i = skipSpace(body, ke)
 		if i >= len(body) || body[i] != ':' {
-			return nil, nil, 0, fmt.Errorf("%w: want ':' at %d", errJSON, i)
+			return fail(fmt.Errorf("%w: want ':' at %d", errJSON, i))
 		}
 		key := decodeKey(body[ks:ke])
 		vs := skipSpace(body, i+1)
 		var ve int
+		var matched spanSum
 		switch {
 		case key == list && (vs >= len(body) || body[vs] != '['):
-			msgs = nil // the last list member must be the list
+			msgs, msgSums = nil, nil // the last list member must be the list
 			ve, err = skipValueDepth(body, vs, 1)
 		case key == list:
-			var hint [][]byte
+			var hint []spanSum
 			if k != nil {
 				hint = k.msgs
 			}
-			msgs, ve, err = scanArray(body, vs, hint)
+			msgs, msgSums, ve, err = scanArraySums(body, vs, hint)
 		case k != nil && repeats(body, vs, k.top[key]):
-			ve = vs + len(k.top[key])
+			matched = k.top[key]
+			ve = vs + matched.n
 		default:
 			ve, err = skipValueDepth(body, vs, 1)
 		}
 		if err != nil {
-			return nil, nil, 0, err
+			return fail(err)
 		}
 		top = append(top, member{key: key, val: body[vs:ve], vs: vs, start: ks, end: ve})
+		if k != nil {
+			topSums = append(topSums, matched)
+		}
 		i = skipSpace(body, ve)
 		if i < len(body) && body[i] == ',' {
 			i++
 			continue
 		}
 		if i < len(body) && body[i] == '}' {
-			return top, msgs, i + 1, nil
+			return top, msgs, topSums, msgSums, i + 1, nil
 		}
-		return nil, nil, 0, fmt.Errorf("%w: want ',' or '}' at %d", errJSON, i)
+		return fail(fmt.Errorf("%w: want ',' or '}' at %d", errJSON, i))
 	}
 }
 
-// repeats reports whether body holds the complete value v at vs: the bytes match and what
-// follows is a delimiter, not more of a longer value.
-func repeats(body []byte, vs int, v []byte) bool {
-	if len(v) == 0 || !bytes.HasPrefix(body[vs:], v) {
+// repeats reports whether body holds at vs the complete value that v sums: the bytes there
+// have v's sum and what follows is a delimiter, not more of a longer value.
+func repeats(body []byte, vs int, v spanSum) bool {
+	if v.n == 0 || v.n > len(body)-vs {
 		return false
 	}
-	j := skipSpace(body, vs+len(v))
-	return j < len(body) && (body[j] == ',' || body[j] == '}' || body[j] == ']')
+	j := skipSpace(body, vs+v.n)
+	if j >= len(body) || !(body[j] == ',' || body[j] == '}' || body[j] == ']') {
+		return false
+	}
+	return sumOf(body[vs:vs+v.n]) == v
 }
 
-// scanArray reads the array at body[vs] and returns its elements and end; leading elements
-// that repeat hint byte for byte (in order) are matched instead of scanned.
-func scanArray(body []byte, vs int, hint [][]byte) ([][]byte, int, error) {
-	out := make([][]byte, 0, len(hint)+4)
+// scanArray reads the array at body[vs] and returns its elements and end.
+func scanArray(body []byte, vs int) ([][]byte, int, error) {
+	out, _, end, err := scanArraySums(body, vs, nil)
+	return out, end, err
+}
+
+// scanArraySums is scanArray where leading elements that repeat hint's spans (in order)
+// are matched by their sums instead of scanned; sums holds the matched elements' sums
+// (zero after the first difference; nil without a hint).
+func scanArraySums(body []byte, vs int, hint []spanSum) (out [][]byte, sums []spanSum, end int, err error) {
+	out = make([][]byte, 0, len(hint)+4)
+	if hint != nil {
+		sums = make([]spanSum, 0, len(hint)+4)
+	}
 	i := skipSpace(body, vs+1)
 	if i < len(body) && body[i] == ']' {
-		return out, i + 1, nil
+		return out, sums, i + 1, nil
 	}
 	for n := 0; ; n++ {
 		s := skipSpace(body, i)
 		var e int
+		var matched spanSum
 		if n < len(hint) && repeats(body, s, hint[n]) {
-			e = s + len(hint[n])
+			matched = hint[n]
+			e = s + matched.n
 		} else {
-			var err error
 			if e, err = skipValueDepth(body, s, 2); err != nil {
-				return nil, 0, err
+				return nil, nil, 0, err
 			}
-			hint = nil // past the first difference nothing is assumed
+			hint = hint[:0:0] // past the first difference nothing is assumed
 		}
 		out = append(out, body[s:e])
+		if sums != nil {
+			sums = append(sums, matched)
+		}
 		i = skipSpace(body, e)
 		if i < len(body) && body[i] == ',' {
 			i++
 			continue
 		}
 		if i < len(body) && body[i] == ']' {
-			return out, i + 1, nil
+			return out, sums, i + 1, nil
 		}
-		return nil, 0, fmt.Errorf("%w: want ',' or ']' at %d", errJSON, i)
+		return nil, nil, 0, fmt.Errorf("%w: want ',' or ']' at %d", errJSON, i)
 	}
 }

@@ -23,16 +23,16 @@ func parseResponsesItem(raw []byte) (*message, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &message{raw: raw, members: mem, contentAt: -1, idAt: -1, thinkingAt: -1}
+	m := &message{raw: raw, contentAt: -1, idAt: -1, thinkingAt: -1}
 	var content, summary, args, input, action, output []byte
 	var callID, name, namespace string
 	hasRole := false
 	for i, f := range mem {
 		switch f.key {
 		case "type":
-			m.itemType, _ = decodeString(f.val)
+			m.itemType, _ = decodeName(f.val)
 		case "role":
-			m.role, _ = decodeString(f.val)
+			m.role, _ = decodeName(f.val)
 			hasRole = true
 		case "content":
 			m.contentAt, content = i, f.val
@@ -54,6 +54,8 @@ func parseResponsesItem(raw []byte) (*message, error) {
 			action = f.val
 		case "output":
 			output = f.val
+		case "encrypted_content":
+			m.encrypted = kindOf(f.val) == '"' && len(f.val) > 2
 		}
 	}
 	if m.itemType == "" && hasRole {
@@ -182,14 +184,9 @@ func prepareItems(msgs []*message, model string) {
 	}
 }
 
-func hasEncrypted(m *message) bool {
-	for _, f := range m.members {
-		if f.key == "encrypted_content" && kindOf(f.val) == '"' && len(f.val) > 2 {
-			return true
-		}
-	}
-	return false
-}
+// hasEncrypted reports whether the item carries a non-empty encrypted_content (found
+// when it was parsed).
+func hasEncrypted(m *message) bool { return m.encrypted }
 
 // linkedReasoning returns the index of the reasoning item that item i was produced after
 // in the same response (the nearest reasoning item before it with only model output in
@@ -216,7 +213,10 @@ func renderResponsesItem(m *message, pointer string, strip, dropID bool) []byte 
 	if strip && m.reasoning {
 		return nil
 	}
-	base, mem := m.raw, m.members
+	base, mem := m.raw, []member(nil)
+	if m.rendered == nil && (pointer != "" || dropID) {
+		mem = m.fields()
+	}
 	if m.rendered != nil {
 		base = m.rendered
 		var err error

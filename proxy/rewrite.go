@@ -120,6 +120,8 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 	if err != nil {
 		return nil, newFault("parse", err)
 	}
+	// the cached messages keep no bytes of this body once it is rendered (message.attach)
+	defer detachAll(msgs)
 	bpCount, bpAt := anthropicBreakpoints(req, msgs)
 	now := p.now()
 	ts, plan, block := sess.threadPlan(thread, msgs, dry)

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -21,27 +20,31 @@ import (
 // blocks.
 func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread string, err error) {
 	msgs = make([]*message, len(req.rawMsgs))
-	names := map[string]string{}
+	defer func() {
+		if err != nil {
+			detachAll(msgs) // the caller never sees them
+		}
+	}()
 	var cache []*message
 	prev, firstTurn := "", ""
 	for i, raw := range req.rawMsgs {
-		if m := reusable(cache, i, prev, raw); m != nil {
+		if m := reusable(cache, i, prev, req); m != nil {
+			m.attach(raw)
 			msgs[i] = m
-			noteToolNames(names, m)
 			prev = m.endFP
 			continue
 		}
-		// A new message is copied out of the body, so the cache holds only the messages it
-		// keeps, not every body they first came in.
-		m, err := parseItem(req.format, bytes.Clone(raw))
+		// A new message is a span of the body, not a copy: it lets go of the body when the
+		// request is answered (detachAll), and its sum is what the next request is matched by.
+		m, err := parseItem(req.format, raw)
 		if err != nil {
 			return nil, "", err
 		}
-		noteToolNames(names, m)
-		if err := p.rowsFor(m, prev, names); err != nil {
+		m.sum = req.sumAt(i)
+		msgs[i] = m
+		if err := p.chainRows(m, prev, toolNames(msgs[:i+1]).name); err != nil {
 			return nil, "", err
 		}
-		msgs[i] = m
 		prev = m.endFP
 		if thread != "" || m.pinned {
 			continue
@@ -71,26 +74,52 @@ func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread
 	return msgs, thread, nil
 }
 
+// detachAll lets every message of a request go of the request's body (message.detach).
+func detachAll(msgs []*message) {
+	for _, m := range msgs {
+		if m != nil {
+			m.detach()
+		}
+	}
+}
+
 // reusable returns the thread cache's message i when the request repeats it: the same bytes
-// after the same chain (prev). nil otherwise.
-func reusable(cache []*message, i int, prev string, raw []byte) *message {
-	if i < len(cache) && cache[i].prevFP == prev && bytes.Equal(cache[i].raw, raw) {
+// (by length and span sum) after the same chain (prev). nil otherwise.
+func reusable(cache []*message, i int, prev string, req *request) *message {
+	if i < len(cache) && cache[i].prevFP == prev && cache[i].sum.n == len(req.rawMsgs[i]) && cache[i].sum == req.sumAt(i) {
 		return cache[i]
 	}
 	return nil
 }
 
-// noteToolNames records the tool names of m's tool_use blocks by id, for the rows of the
-// tool_result blocks that answer them.
-func noteToolNames(names map[string]string, m *message) {
-	for _, u := range m.toolUses {
-		names[u.id] = u.name
+// toolNames looks up the tool name of a tool_use id among msgs (the messages up to and
+// including the one being parsed), the latest use of the id first: a tool_result's row
+// names the tool it answers. Looked up backwards per result, not collected into a map per
+// request, so a repeated history costs nothing; the call a result answers is almost always
+// in the message just before it.
+type toolNames []*message
+
+func (t toolNames) name(id string) string {
+	for i := len(t) - 1; i >= 0; i-- {
+		uses := t[i].toolUses
+		for j := len(uses) - 1; j >= 0; j-- {
+			if uses[j].id == id {
+				return uses[j].name
+			}
+		}
 	}
+	return ""
 }
 
 // rowsFor builds the rows of a new message (contract: Rows) chained after prev, and the
-// compressed form of its large tool results (contract: compressed tool result).
+// compressed form of its large tool results (contract: compressed tool result); names maps
+// tool_use ids to tool names (may be nil).
 func (p *Proxy) rowsFor(m *message, prev string, names map[string]string) error {
+	return p.chainRows(m, prev, func(id string) string { return names[id] })
+}
+
+// chainRows is rowsFor with the tool names looked up by name.
+func (p *Proxy) chainRows(m *message, prev string, names func(id string) string) error {
 	m.prevFP = prev
 	defer func() {
 		if m.firstFP != "" {
@@ -119,7 +148,7 @@ func (p *Proxy) rowsFor(m *message, prev string, names map[string]string) error 
 		}
 		r := newRow(role, kind, name, text)
 		if kind == "tool_result" && b.typ == "tool_result" {
-			blobID, rendered, err := p.compressToolResult(b.raw, r.text)
+			blobID, rendered, err := p.compressToolResult(m.blockRaw(b), r.text)
 			if err != nil {
 				return err
 			}
@@ -138,12 +167,12 @@ func (p *Proxy) rowsFor(m *message, prev string, names map[string]string) error 
 
 // preRowsFor chains the rows of a Chat message or Responses item and compresses a large
 // tool result in the member its row names.
-func (p *Proxy) preRowsFor(m *message, prev string, names map[string]string) error {
+func (p *Proxy) preRowsFor(m *message, prev string, names func(id string) string) error {
 	m.rows = make([]row, 0, len(m.pre))
 	for _, pr := range m.pre {
 		r := newRow(pr.role, pr.kind, pr.name, pr.text)
 		if pr.kind == "tool_result" && pr.callID != "" {
-			r.name = names[pr.callID]
+			r.name = names(pr.callID)
 		}
 		if pr.compress != "" {
 			blobID, rendered, err := p.compressMember(m.raw, pr.compress, r.text)
@@ -157,6 +186,7 @@ func (p *Proxy) preRowsFor(m *message, prev string, names map[string]string) err
 		prev = m.chainRow(r, prev)
 	}
 	m.endChain(prev)
+	m.pre = nil // the rows hold all of it now
 	return nil
 }
 
@@ -260,9 +290,6 @@ func (p *Proxy) settleStores(s *session) {
 			}
 			for i := range m.rows {
 				m.rows[i].text, m.rows[i].exact = "", ""
-			}
-			for i := range m.pre { // Chat and Responses rows share these strings
-				m.pre[i].text = ""
 			}
 			m.textGone = true
 		}

@@ -113,7 +113,7 @@ func fallbackSessionID(req *request, msgs []*message) string {
 		// Chat and Responses carry the system prompt as pinned messages
 		for _, m := range msgs {
 			if m.pinned && m.contentAt >= 0 {
-				t, _ := partsText(m.members[m.contentAt].val)
+				t, _ := partsText(m.memberVal(m.contentAt))
 				h.Write([]byte(t))
 			}
 		}

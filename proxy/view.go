@@ -18,7 +18,8 @@ func renderContent(m *message, pointer string, strip bool) []byte {
 	if pointer != "" && lead == 0 {
 		add(textBlockJSON(pointer))
 	}
-	for bi, b := range m.blocks {
+	for bi := range m.blocks {
+		b := &m.blocks[bi]
 		if pointer != "" && lead > 0 && bi == lead {
 			add(textBlockJSON(pointer))
 		}
@@ -30,11 +31,11 @@ func renderContent(m *message, pointer string, strip bool) []byte {
 			if pointer == "" {
 				return m.raw // nothing to change in a string content
 			}
-			add(append(append([]byte(`{"type":"text","text":`), b.raw...), '}'))
+			add(append(append([]byte(`{"type":"text","text":`), m.blockRaw(b)...), '}'))
 		case b.rendered != nil:
 			add(b.rendered)
 		default:
-			add(b.raw)
+			add(m.blockRaw(b))
 		}
 	}
 	if pointer != "" && lead > 0 && lead == len(m.blocks) {
@@ -44,7 +45,7 @@ func renderContent(m *message, pointer string, strip bool) []byte {
 		return nil
 	}
 	content := append(l.b, ']')
-	return spliceObject(make([]byte, 0, len(m.raw)+len(content)), m.raw, m.members, map[int][]byte{m.contentAt: content})
+	return spliceObject(make([]byte, 0, len(m.raw)+len(content)), m.raw, m.fields(), map[int][]byte{m.contentAt: content})
 }
 
 // leadingResults counts the tool_result blocks that open m's content.

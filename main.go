@@ -18,8 +18,13 @@ import (
 
 // gcPercent is the Go collector's GOGC unless the environment sets GOGC. A desktop service
 // that runs all day should keep its footprint small: at the default of 100 the heap grows to
-// twice what is live before a collection; at 50, with 32 agents' 120k-token sessions at once,
-// serve's peak RSS fell from about 206 to 161 MB at the same throughput (docs/benchmarks.md).
+// twice what is live before a collection. Chosen by measurement (docs/decisions.md, issue 18:
+// GOGC 50/100/200, each with and without a 64 MiB soft limit, at 8 and 32 concurrent 120k
+// sessions): at 32 sessions serve's peak RSS was 137 MB at 50, 212 at 100 and 304 at 200, the
+// throughput the same within the noise. No soft memory limit is set (debug.SetMemoryLimit):
+// one of 64 MiB held the peak near 100 MB, but 32 sessions' live heap is close to it and the
+// collector then ran almost all the time (serve's CPU about 1.8×, throughput at 32 sessions
+// a quarter to a third of what it was); GOMEMLIMIT in the environment still sets one.
 const gcPercent = 50
 
 // init locks the main goroutine to the process's main thread, for main to hand to the tray

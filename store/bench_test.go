@@ -42,6 +42,7 @@ func BenchmarkSyncRows(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ResetTimer()
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			rows = benchRows(rows, 2)
 			res, err := d.SyncRows(rows[len(rows)-402:], time.Now())

@@ -70,8 +70,10 @@ const sqliteHeader = "SQLite format 3\x00"
 // SQLite header. A connected writer does not see its file overwritten: in WAL mode its pages
 // come from its cache and the WAL, so the writes "succeed" into a file that is garbage and
 // would be lost at the next checkpoint (issue 16: a session corrupted under a running serve
-// stored nothing and said nothing). One open and a 16-byte read per SyncRows, on the writing
-// goroutine. A file that is missing or shorter than the header is left to the other checks
+// stored nothing and said nothing). One open, a 16-byte read and a close per SyncRows call or
+// batch of the write queue, on the writing goroutine: about 3 µs of CPU (BenchmarkCheckHeader),
+// under 1% of a warm write. No handle stays open, so the file can be deleted and renamed
+// (retention, recovery) on every OS. A file that is missing or shorter than the header is left to the other checks
 // (a deleted database closes the writer in use; a new one may not have its first page yet).
 func (d *DB) checkHeader() error {
 	f, err := os.Open(d.path)

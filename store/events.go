@@ -43,7 +43,16 @@ func (d *DB) AddEvent(e Event) (err error) {
 	if err := d.use(); err != nil {
 		return err
 	}
-	_, err = d.stInsertEvent.ExecContext(context.Background(),
+	if err := d.insertEvent(context.Background(), e, at); err != nil {
+		return err
+	}
+	d.commits.Add(1)
+	return nil
+}
+
+// insertEvent inserts e with the time at (d.mu held, d connected).
+func (d *DB) insertEvent(ctx context.Context, e Event, at time.Time) error {
+	_, err := d.stInsertEvent.ExecContext(ctx,
 		formatTime(at), e.Kind, e.Version, nullText(e.Location), nullText(e.Error),
 		nullInt(e.TokensBefore), nullInt(e.TokensAfter), nullInt(e.Dropped),
 		nullText(e.Model), nullText(e.ThreadRoot), nullInt(e.Trimmed),

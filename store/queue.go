@@ -28,10 +28,20 @@ const (
 // ErrQueueFull is the error of a write that found its session's queue full for queueWait.
 var ErrQueueFull = errors.New("the session's write queue stayed full; the write was dropped")
 
+// queuedJob is one write on the queue: rows (SyncRowsLater), an event (AddEventLater), or
+// any other func (run).
+type queuedJob struct {
+	run func()
+	// rows and event jobs, which the drain commits together (syncBatch)
+	sync   *syncJob
+	event  *Event
+	failed func(error) // an event's, may be nil
+}
+
 type writeQueue struct {
 	mu       sync.Mutex
 	cond     *sync.Cond // signalled when a job ends
-	jobs     []func()
+	jobs     []queuedJob
 	draining bool          // a drain goroutine runs
 	queued   uint64        // jobs ever queued
 	ran      uint64        // jobs ever finished
@@ -47,7 +57,10 @@ func newWriteQueue() *writeQueue {
 
 // later queues job on d's write queue. It waits for room up to queueWait and then returns
 // ErrQueueFull without queueing.
-func (d *DB) later(job func()) error {
+func (d *DB) later(job func()) error { return d.enqueue(queuedJob{run: job}) }
+
+// enqueue queues j on d's write queue, as later.
+func (d *DB) enqueue(j queuedJob) error {
 	q := d.queue
 	select {
 	case q.room <- struct{}{}:
@@ -61,7 +74,7 @@ func (d *DB) later(job func()) error {
 		}
 	}
 	q.mu.Lock()
-	q.jobs = append(q.jobs, job)
+	q.jobs = append(q.jobs, j)
 	q.queued++
 	if !q.draining {
 		q.draining = true
@@ -71,6 +84,11 @@ func (d *DB) later(job func()) error {
 	return nil
 }
 
+// drain runs the queue's jobs in order. The rows and event jobs queued one after another
+// go in together, up to maxQueued, in one transaction (syncBatch): a request's rows, its
+// reply's rows and its usage event are one commit instead of three when they wait together,
+// as they do when the store is the bottleneck. Each job's callback runs after the commit that
+// holds its writes, so a reply released by its callback is durable (docs/store-safety.md).
 func (d *DB) drain() {
 	q := d.queue
 	for {
@@ -81,16 +99,54 @@ func (d *DB) drain() {
 			q.mu.Unlock()
 			return
 		}
-		job := q.jobs[0]
-		q.jobs[0] = nil
-		q.jobs = q.jobs[1:]
+		n := 1
+		if q.jobs[0].run == nil {
+			for n < len(q.jobs) && q.jobs[n].run == nil {
+				n++
+			}
+		}
+		batch := make([]queuedJob, n)
+		copy(batch, q.jobs[:n])
+		clear(q.jobs[:n])
+		q.jobs = q.jobs[n:]
 		q.mu.Unlock()
-		runJob(job)
-		<-q.room
+		if batch[0].run != nil {
+			runJob(batch[0].run)
+		} else {
+			d.runBatch(batch)
+		}
+		for range batch {
+			<-q.room
+		}
 		q.mu.Lock()
-		q.ran++
+		q.ran += uint64(n)
 		q.cond.Broadcast()
 		q.mu.Unlock()
+	}
+}
+
+// runBatch writes a batch of rows and event jobs (syncBatch) and hands each its outcome;
+// a panic in the write fails every job of the batch, one in a callback only that callback.
+func (d *DB) runBatch(batch []queuedJob) {
+	res := make([]SyncResult, len(batch))
+	errs := make([]error, len(batch))
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				for i := range errs {
+					res[i], errs[i] = SyncResult{}, fmt.Errorf("sync rows panicked: %v", v)
+				}
+			}
+		}()
+		d.syncBatch(batch, res, errs)
+	}()
+	for i, j := range batch {
+		switch {
+		case j.sync != nil && j.sync.done != nil:
+			runJob(func() { j.sync.done(res[i], errs[i]) })
+		case j.event != nil && errs[i] != nil && j.failed != nil:
+			runJob(func() { j.failed(errs[i]) })
+		}
 	}
 }
 
@@ -120,18 +176,7 @@ func (d *DB) Settle() {
 // (may be nil) gets its result on the queue's goroutine and must not block, or ErrQueueFull
 // on the caller's when the queue stayed full. rows must not be changed after the call.
 func (d *DB) SyncRowsLater(rows []RowWrite, now time.Time, done func(SyncResult, error)) {
-	err := d.later(func() {
-		res, err := SyncResult{}, errors.New("sync rows panicked")
-		defer func() {
-			if v := recover(); v != nil {
-				err = fmt.Errorf("sync rows panicked: %v", v)
-			}
-			if done != nil {
-				done(res, err)
-			}
-		}()
-		res, err = d.SyncRows(rows, now)
-	})
+	err := d.enqueue(queuedJob{sync: &syncJob{rows: rows, now: now, done: done}})
 	if err != nil && done != nil {
 		done(SyncResult{}, d.noted(err))
 	}
@@ -143,11 +188,7 @@ func (d *DB) AddEventLater(e Event, failed func(error)) {
 	if e.At.IsZero() {
 		e.At = time.Now() // the time of the request, not of the write
 	}
-	err := d.later(func() {
-		if err := d.AddEvent(e); err != nil && failed != nil {
-			failed(err)
-		}
-	})
+	err := d.enqueue(queuedJob{event: &e, failed: failed})
 	if err != nil && failed != nil {
 		failed(d.noted(err))
 	}

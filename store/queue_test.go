@@ -201,3 +201,86 @@ func TestCloseLandsQueuedWrites(t *testing.T) {
 		t.Fatalf("%d rows after Close, want 10", n)
 	}
 }
+
+// blockQueue queues a job that holds d's queue until the returned func is called, so the
+// writes queued meanwhile wait together.
+func blockQueue(t *testing.T, d *DB) func() {
+	t.Helper()
+	release := make(chan struct{})
+	if err := d.later(func() { <-release }); err != nil {
+		t.Fatal(err)
+	}
+	return func() { close(release) }
+}
+
+// Writes that wait on the queue together are one transaction (group commit): a request's
+// rows, its reply's rows that repeat them and add one, and a usage event commit once, and
+// each callback runs after that commit, its rows visible to another connection (durable
+// before done) with the result a call of its own would have had.
+func TestQueuedWritesCommitTogether(t *testing.T) {
+	r := newRoot(t)
+	d := mustSession(t, r, "g")
+	first := chain([4]string{"user", "text", "", "hello"}, [4]string{"assistant", "text", "", "hi"})
+	if _, err := d.SyncRows(first, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	reply := chain([4]string{"user", "text", "", "hello"}, [4]string{"assistant", "text", "", "hi"},
+		[4]string{"user", "text", "", "list the files"}, [4]string{"assistant", "tool_use", "Bash", "ls"})
+	request := reply[:3]
+	other := otherConn(t, d.Path(), "")
+	count := func() int64 { return queryInt(t, other, "SELECT count(*) FROM messages") }
+
+	release := blockQueue(t, d)
+	before := d.commits.Load()
+	var got []string
+	d.SyncRowsLater(request, time.Now(), func(res SyncResult, err error) {
+		got = append(got, fmt.Sprintf("request %+v %v, %d stored", res, err, count()))
+	})
+	d.SyncRowsLater(reply, time.Now(), func(res SyncResult, err error) {
+		got = append(got, fmt.Sprintf("reply %+v %v, %d stored", res, err, count()))
+	})
+	d.AddEventLater(Event{Kind: "usage", Version: "v"}, func(err error) { t.Errorf("event: %v", err) })
+	release()
+	d.Settle()
+	if n := d.commits.Load() - before; n != 1 {
+		t.Errorf("%d commits for three queued writes, want 1", n)
+	}
+	want := []string{"request {Inserted:1 Updated:0} <nil>, 4 stored", "reply {Inserted:1 Updated:0} <nil>, 4 stored"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("callbacks:\n got %q\nwant %q", got, want)
+	}
+	if n := queryInt(t, other, "SELECT count(*) FROM events WHERE kind = 'usage'"); n != 1 {
+		t.Errorf("%d usage events, want 1", n)
+	}
+}
+
+// A batch with a write that fails (here a row without a fingerprint) keeps nothing of the
+// batch and runs each write alone: the bad one gets its error, the others land.
+func TestQueuedBatchWithAFailingWrite(t *testing.T) {
+	r := newRoot(t)
+	d := mustSession(t, r, "f")
+	good := chain([4]string{"user", "text", "", "one"})
+	bad := chain([4]string{"user", "text", "", "two"})
+	bad[0].Fingerprint = ""
+	later := chain([4]string{"user", "text", "", "one"}, [4]string{"assistant", "text", "", "three"})
+	release := blockQueue(t, d)
+	var errs []error
+	var inserted []int
+	for _, rows := range [][]RowWrite{good, bad, later} {
+		d.SyncRowsLater(rows, time.Now(), func(res SyncResult, err error) {
+			errs = append(errs, err)
+			inserted = append(inserted, res.Inserted)
+		})
+	}
+	release()
+	d.Settle()
+	if len(errs) != 3 || errs[0] != nil || errs[1] == nil || errs[2] != nil {
+		t.Fatalf("errors %v, want only the second", errs)
+	}
+	if fmt.Sprint(inserted) != "[1 0 1]" {
+		t.Errorf("inserted %v, want [1 0 1]", inserted)
+	}
+	if n := queryInt(t, otherConn(t, d.Path(), ""), "SELECT count(*) FROM messages"); n != 2 {
+		t.Errorf("%d rows stored, want 2", n)
+	}
+}

@@ -7,13 +7,17 @@ import (
 )
 
 // Writers a Root keeps connected. Every connected writer holds a SQLite connection with
-// its page cache, statements and the session's fingerprint index, about 1 MB for a session
-// of 400 rows; before this limit serve's memory grew with every session it had ever written
-// (make bench: 1.2 GB after 570 sessions). A writer over the limit, or idle longer than
-// writerIdle, is parked: its connection closes and the next call on the same *DB connects
-// again (a few milliseconds: open, schema check, statements, index load).
+// its page cache, statements and the session's fingerprint index, about 0.6 MB for a session
+// of 400 rows (BenchmarkWriterFootprint: 128 KiB page cache, only the small INSERT statements
+// kept); before a limit serve's memory grew with every session it had ever written (make
+// bench: 1.2 GB after 570 sessions). A writer over the limit, or idle longer than writerIdle,
+// is parked: its connection closes and the next call on the same *DB connects again (a few
+// milliseconds: open, schema check, statements, index load). The limit is well above the
+// sessions an agent host runs at once (make bench: 32), so a writer in use is not parked and
+// reopened under load; it was 16, and at 32 concurrent sessions the parking and reconnecting
+// took about a fifth of serve's CPU.
 const (
-	maxConnectedWriters = 16
+	maxConnectedWriters = 64
 	writerIdle          = 2 * time.Minute
 )
 

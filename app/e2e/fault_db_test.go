@@ -133,8 +133,8 @@ func faultServe(t *testing.T, sid string) *faultConv {
 }
 
 // faultOtherSessions is one more than the writers serve keeps connected (store/writers.go's
-// maxConnectedWriters is 16): a request in each parks the least recently used writer.
-const faultOtherSessions = 17
+// maxConnectedWriters is 64): a request in each parks the least recently used writer.
+const faultOtherSessions = 65
 
 // parkWriter sends one request in each of faultOtherSessions other sessions, so the store
 // parks the writer of the sessions before them (closes its connection, checkpointing the

@@ -92,19 +92,8 @@ func (a *replyAsm) event(data []byte) (terminal bool) {
 }
 
 func (a *replyAsm) anthropicEvent(data []byte) bool {
-	var ev struct {
-		Type         string          `json:"type"`
-		Index        int             `json:"index"`
-		ContentBlock json.RawMessage `json:"content_block"`
-		Delta        struct {
-			Type        string `json:"type"`
-			Text        string `json:"text"`
-			Thinking    string `json:"thinking"`
-			Signature   string `json:"signature"`
-			PartialJSON string `json:"partial_json"`
-		} `json:"delta"`
-	}
-	if json.Unmarshal(data, &ev) != nil {
+	var ev anthropicEventFields
+	if !decodeAnthropicEvent(data, &ev) {
 		return false
 	}
 	switch ev.Type {

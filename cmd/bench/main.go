@@ -216,6 +216,7 @@ func main() {
 	seed := flag.Uint64("seed", 42, "seed of the generated sessions")
 	peers := flag.Bool("peers", false, "add the peer arm: claude-code-router "+peerVersion+" from npm, in the latency streams (skipped, with the reason in the report, when it cannot be installed)")
 	peerCache := flag.String("peer-cache", ".cache/bench-peers", "install the peer under `dir` (kept between runs)")
+	work := flag.String("work", "", "keep the run's working files under `dir` (serve's pprof profiles serve-cpu.pprof*, serve-allocs.pprof*, the stores, the logs) instead of a temporary folder removed at the end")
 	flag.Parse()
 	if *role != "" {
 		if err := runRole(*role, flag.Args()); err != nil {
@@ -230,7 +231,7 @@ func main() {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
-	res, err := run(ctx, options{Bin: *bin, Out: *out, Quick: *quick, Only: *only, Seed: *seed, Peers: *peers, PeerCache: *peerCache, Log: logf})
+	res, err := run(ctx, options{Bin: *bin, Out: *out, Quick: *quick, Only: *only, Seed: *seed, Peers: *peers, PeerCache: *peerCache, Tmp: *work, Log: logf})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)

@@ -297,7 +297,8 @@ func resolvePlan(ts *threadState, msgs []*message) cutPlan {
 	return p
 }
 
-// event queues e on the session's write queue, after the rows queued before it.
+// event queues e on the session's write queue, after the rows queued before it, as a held
+// write (store.AddEventHeld): it commits with the session's next reply rather than alone.
 func (p *Proxy) event(sid string, e store.Event) {
 	failed := func(err error) {
 		p.storeWarn("smarter-compact: writing an event failed", err, "kind", e.Kind)
@@ -307,7 +308,7 @@ func (p *Proxy) event(sid string, e store.Event) {
 		failed(err)
 		return
 	}
-	db.AddEventLater(e, failed)
+	db.AddEventHeld(e, failed)
 }
 
 // anthropicBreakpoints is breakpoints for an Anthropic request; nil and "" on the other

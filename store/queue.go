@@ -15,6 +15,17 @@ import (
 // that exists while the queue is not empty. Every read through this package (OpenReader,
 // and so the MCP tools and the dashboard) waits for the session's queue first, so a read
 // after a request sees what the request stored; Root.Close and retention wait too.
+//
+// A held write (SyncRowsHeld, AddEventHeld) does not start a commit of its own: it waits on
+// the queue for the session's next write that does, and goes into that write's transaction,
+// or commits alone after HoldWait, or as soon as anything waits for the queue (Settle, and so
+// every read, Close and retention). The proxy holds a request's rows and its usage event and
+// queues the reply's rows unheld, so a warm request of an agent in a fast loop costs one
+// commit instead of three: SQLite's commit, two FTS5 segment flushes included, was about as
+// much CPU as the inserts it commits (BenchmarkQueuedWarm). What a held write risks is only a
+// kill -9 within HoldWait of it: a request's rows are sent again with the session's next
+// request anyway, and a usage event is a statistic; a reply the client has fully received was
+// committed before its last byte, with every held write queued before it.
 
 // maxQueued is how many jobs a database's queue holds; a caller finding it full waits for
 // room up to queueWait, so a store slower than the requests slows them down rather than
@@ -24,6 +35,16 @@ const (
 	maxQueued = 8
 	queueWait = 2 * time.Second
 )
+
+// maxHeld is how many jobs a queue keeps waiting for an unheld one: a request's rows and
+// the usage event before them are two; more means the replies are not coming (the upstream
+// fails, or answers what the proxy does not store), and the queue is written at once so a
+// request never waits for room behind held writes.
+const maxHeld = maxQueued / 2
+
+// HoldWait is how long a held write waits on its queue for the next unheld write before it
+// commits alone.
+const HoldWait = time.Second
 
 // ErrQueueFull is the error of a write that found its session's queue full for queueWait.
 var ErrQueueFull = errors.New("the session's write queue stayed full; the write was dropped")
@@ -36,6 +57,7 @@ type queuedJob struct {
 	sync   *syncJob
 	event  *Event
 	failed func(error) // an event's, may be nil
+	hold   bool        // a held write: waits for the next unheld one (SyncRowsHeld, AddEventHeld)
 }
 
 type writeQueue struct {
@@ -46,6 +68,10 @@ type writeQueue struct {
 	queued   uint64        // jobs ever queued
 	ran      uint64        // jobs ever finished
 	room     chan struct{} // a slot per job queued or running, maxQueued in all
+	flush    bool          // write the held jobs now: a Settle, a full queue or the hold timer asked
+	timer    *time.Timer   // commits held jobs that waited HoldWait (flushHeld); nil until needed
+	armed    bool          // timer runs, for held jobs queued since the queue was last empty
+	due      time.Time     // when the armed timer is to flush
 }
 
 // newWriteQueue returns an empty queue (openDB makes one per database).
@@ -65,6 +91,9 @@ func (d *DB) enqueue(j queuedJob) error {
 	select {
 	case q.room <- struct{}{}:
 	default:
+		q.mu.Lock()
+		d.flushLocked() // held jobs would otherwise keep their slots until HoldWait
+		q.mu.Unlock()
 		t := time.NewTimer(queueWait)
 		defer t.Stop()
 		select {
@@ -76,26 +105,95 @@ func (d *DB) enqueue(j queuedJob) error {
 	q.mu.Lock()
 	q.jobs = append(q.jobs, j)
 	q.queued++
-	if !q.draining {
-		q.draining = true
-		go d.drain()
+	switch {
+	case !j.hold:
+		d.startLocked()
+	case len(q.jobs) >= maxHeld:
+		d.flushLocked() // writes that nothing unheld follows (failed upstream calls) go on
+	case !q.draining:
+		d.armLocked()
 	}
 	q.mu.Unlock()
 	return nil
 }
 
+// startLocked starts a drain unless one runs (q.mu held).
+func (d *DB) startLocked() {
+	q := d.queue
+	if !q.draining {
+		q.draining = true
+		go d.drain()
+	}
+}
+
+// armLocked starts the hold timer unless it runs (q.mu held).
+func (d *DB) armLocked() {
+	q := d.queue
+	if q.armed {
+		return
+	}
+	q.armed, q.due = true, time.Now().Add(HoldWait)
+	if q.timer == nil {
+		q.timer = time.AfterFunc(HoldWait, d.flushHeld)
+	} else {
+		q.timer.Reset(HoldWait)
+	}
+}
+
+// flushHeld is the hold timer: the held jobs waited long enough.
+func (d *DB) flushHeld() {
+	q := d.queue
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.armed || time.Now().Before(q.due) {
+		return // a firing from before the queue emptied and was armed again
+	}
+	q.armed = false
+	d.flushLocked()
+}
+
+// flushLocked has the queued jobs written now, held ones included (q.mu held).
+func (d *DB) flushLocked() {
+	q := d.queue
+	if len(q.jobs) == 0 {
+		return
+	}
+	q.flush = true
+	d.startLocked()
+}
+
+// onlyHeld reports whether every job on the queue is held (q.mu held).
+func (q *writeQueue) onlyHeld() bool {
+	for _, j := range q.jobs {
+		if !j.hold {
+			return false
+		}
+	}
+	return true
+}
+
 // drain runs the queue's jobs in order. The rows and event jobs queued one after another
-// go in together, up to maxQueued, in one transaction (syncBatch): a request's rows, its
-// reply's rows and its usage event are one commit instead of three when they wait together,
-// as they do when the store is the bottleneck. Each job's callback runs after the commit that
+// go in together, up to maxQueued, in one transaction (syncBatch): held jobs with the unheld
+// one after them, and whatever waited together because the store was the bottleneck. It
+// stops, leaving them queued, when only held jobs are left and nothing asked for a flush. Each job's callback runs after the commit that
 // holds its writes, so a reply released by its callback is durable (docs/store-safety.md).
 func (d *DB) drain() {
 	q := d.queue
 	for {
 		q.mu.Lock()
 		if len(q.jobs) == 0 {
-			q.draining = false
+			q.draining, q.flush = false, false
 			q.jobs = nil
+			if q.armed { // its held jobs are written: the next held job starts a full wait
+				q.armed = false
+				q.timer.Stop()
+			}
+			q.mu.Unlock()
+			return
+		}
+		if !q.flush && q.onlyHeld() {
+			q.draining = false // the held jobs wait for the next unheld one
+			d.armLocked()
 			q.mu.Unlock()
 			return
 		}
@@ -166,6 +264,9 @@ func runJob(job func()) {
 func (d *DB) Settle() {
 	q := d.queue
 	q.mu.Lock()
+	if q.ran < q.queued {
+		d.flushLocked()
+	}
 	for target := q.queued; q.ran < target; {
 		q.cond.Wait()
 	}
@@ -179,6 +280,26 @@ func (d *DB) SyncRowsLater(rows []RowWrite, now time.Time, done func(SyncResult,
 	err := d.enqueue(queuedJob{sync: &syncJob{rows: rows, now: now, done: done}})
 	if err != nil && done != nil {
 		done(SyncResult{}, d.noted(err))
+	}
+}
+
+// SyncRowsHeld is SyncRowsLater as a held write: it commits with the session's next unheld
+// write, after HoldWait, or when something settles the queue, whichever comes first.
+func (d *DB) SyncRowsHeld(rows []RowWrite, now time.Time, done func(SyncResult, error)) {
+	err := d.enqueue(queuedJob{sync: &syncJob{rows: rows, now: now, done: done}, hold: true})
+	if err != nil && done != nil {
+		done(SyncResult{}, d.noted(err))
+	}
+}
+
+// AddEventHeld is AddEventLater as a held write (SyncRowsHeld).
+func (d *DB) AddEventHeld(e Event, failed func(error)) {
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	err := d.enqueue(queuedJob{event: &e, failed: failed, hold: true})
+	if err != nil && failed != nil {
+		failed(d.noted(err))
 	}
 }
 

@@ -73,7 +73,11 @@ type message struct {
 	// stringContent is true when content is a JSON string (one implicit text block).
 	stringContent bool
 	// textGone: the rows' text was freed after the store took them (storeRows).
-	textGone   bool
+	textGone bool
+	// handed says how storeRows last gave the rows to the store (handedAt, handedKept,
+	// handedStrip bits; 0: never). A message handed with the flags it has now writes
+	// nothing, so storeRows leaves it out (its job, or a failed one's dropped cache, covers it).
+	handed     uint8
 	realUser   bool // user message that is not only tool_result blocks
 	finalReply bool // assistant message with no tool calls
 	thinking   bool // has thinking or redacted_thinking blocks

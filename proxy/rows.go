@@ -207,7 +207,9 @@ func (m *message) endChain(end string) {
 }
 
 // storeRows queues the request's rows with their in_context flags on the session's write
-// queue (contract: Rows), so the request goes upstream without waiting for SQLite. They are a
+// queue (contract: Rows), so the request goes upstream without waiting for SQLite. Only the
+// messages not handed to the store before with the same flags go (message.handed): a warm
+// request hands its new step, a new cut the rows it moves, rather than the whole history. They are a
 // held write (store.SyncRowsHeld): the reply's rows, queued unheld before the end of the
 // response, commit them in the same transaction. A database error is logged as a fail-open
 // line from the queue; the request has its view.
@@ -222,14 +224,22 @@ func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cu
 	if plan.active() {
 		cutFP = msgs[plan.cut].firstFP
 	}
+	states := make([]uint8, len(msgs))
+	var handed []*message
 	n := 0
-	for _, m := range msgs {
-		n += len(m.rows)
+	for i, m := range msgs {
+		states[i] = handedState(plan.kept(msgs, i), stripped(msgs, plan, i))
+		if m.handed != states[i] && len(m.rows) > 0 {
+			handed = append(handed, m)
+			n += len(m.rows)
+		}
 	}
 	rows := make([]store.RowWrite, 0, n)
 	for i, m := range msgs {
-		kept := plan.kept(msgs, i)
-		strip := stripped(msgs, plan, i)
+		if m.handed == states[i] || len(m.rows) == 0 {
+			continue
+		}
+		kept, strip := states[i]&handedKept != 0, states[i]&handedStrip != 0
 		for _, r := range m.rows {
 			in := kept && !(strip && r.kind == "thinking")
 			w := store.RowWrite{Fingerprint: r.fp, Thread: thread, Role: r.role, Kind: r.kind,
@@ -245,7 +255,7 @@ func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cu
 		p.storeFault(err)
 		return false
 	}
-	job := &storeJob{msgs: msgs}
+	job := &storeJob{msgs: handed}
 	onStored := p.cfg().OnRowsStored
 	db.SyncRowsHeld(rows, now, func(res store.SyncResult, err error) {
 		switch {
@@ -261,7 +271,29 @@ func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cu
 		job.done.Store(true)
 	})
 	sess.stores = append(sess.stores, job)
+	for i, m := range msgs {
+		m.handed = states[i]
+	}
 	return true
+}
+
+// The bits of message.handed.
+const (
+	handedAt    uint8 = 1 << iota // the rows went to the store
+	handedKept                    // in context (cutPlan.kept)
+	handedStrip                   // thinking rows out of context (stripped)
+)
+
+// handedState is message.handed for rows handed with these flags.
+func handedState(kept, strip bool) uint8 {
+	s := handedAt
+	if kept {
+		s |= handedKept
+	}
+	if strip {
+		s |= handedStrip
+	}
+	return s
 }
 
 // storeJob is a request's rows on the write queue: the messages they came from, and how

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -568,5 +569,107 @@ func TestOpenAIRows(t *testing.T) {
 				t.Fatalf("rows\n got %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A request hands the store only the messages it has not handed before with the same flags
+// (message.handed): a warm request its new step, a new cut the messages it moves. The
+// database ends up the same as with a proxy that hands every request's whole history (the
+// way before, here by forgetting handed before each request), over warm requests, a new cut,
+// and warm requests after it.
+func TestStoreRowsHandsOnlyWhatChanged(t *testing.T) {
+	const sid = "handed"
+	lean, whole := benchProxy(t, 10_000_000), benchProxy(t, 10_000_000)
+	h := benchHeader(sid)
+	c := benchConvoOf(30)
+	send := func(p *Proxy, body []byte) *storeJob {
+		t.Helper()
+		if _, _, err := p.rewrite(h, body); err != nil {
+			t.Fatal(err)
+		}
+		s := p.sessions[sid]
+		return s.stores[len(s.stores)-1]
+	}
+	for step := range 12 {
+		before := len(c.Items)
+		c.Add()
+		body := c.Body()
+		newCut := step == 6
+		for _, p := range []*Proxy{lean, whole} {
+			p.cfg().TrimAtTokens = 10_000_000
+			if newCut {
+				p.cfg().TrimAtTokens = len(body) / 6 // a cut of about half the history
+			}
+		}
+		if s := whole.sessions[sid]; s != nil {
+			for _, msgs := range s.threads {
+				for _, m := range msgs {
+					m.handed = 0
+				}
+			}
+		}
+		cached := map[*message]bool{}
+		if s := lean.sessions[sid]; s != nil {
+			for _, msgs := range s.threads {
+				for _, m := range msgs {
+					cached[m] = true
+				}
+			}
+		}
+		send(whole, body)
+		job := send(lean, body)
+		// the messages parsed anew: the new step, and the ones whose bytes changed (Claude
+		// Code moves its cache_control breakpoints), which the fast path parses again
+		parsed := 0
+		for _, msgs := range lean.sessions[sid].threads {
+			for _, m := range msgs {
+				if !cached[m] && len(m.rows) > 0 {
+					parsed++
+				}
+			}
+		}
+		switch {
+		case step == 0:
+		case newCut:
+			if len(job.msgs) <= parsed {
+				t.Errorf("the new cut handed %d messages, want the %d parsed anew and the ones it moved", len(job.msgs), parsed)
+			}
+		case len(job.msgs) != parsed || parsed < len(c.Items)-before || parsed > 10:
+			t.Errorf("step %d handed %d messages, want the %d parsed anew (its %d new ones, and a few whose bytes changed)",
+				step, len(job.msgs), parsed, len(c.Items)-before)
+		}
+	}
+	dump := func(p *Proxy) []string {
+		p.root.SettleAll()
+		db, err := sql.Open("sqlite3", "file:"+p.root.Dir()+"/sessions/"+sid+".db?mode=ro")
+		must(t, err)
+		defer db.Close()
+		q, err := db.Query(`SELECT seq, fingerprint, thread, role, kind, coalesce(name, ''), text, in_context,
+			coalesce(trimmed_at_seq, 0), trimmed_at IS NULL FROM messages ORDER BY seq`)
+		must(t, err)
+		defer q.Close()
+		var out []string
+		for q.Next() {
+			var seq, trimmedSeq int64
+			var fp, thread, role, kind, name, text string
+			var in, untrimmed bool
+			must(t, q.Scan(&seq, &fp, &thread, &role, &kind, &name, &text, &in, &trimmedSeq, &untrimmed))
+			out = append(out, fmt.Sprint(seq, fp, thread, role, kind, name, len(text), in, trimmedSeq, untrimmed))
+		}
+		must(t, q.Err())
+		return out
+	}
+	got, want := dump(lean), dump(whole)
+	out := 0
+	for _, r := range want {
+		if strings.Contains(r, " false ") {
+			out++
+		}
+	}
+	if out == 0 {
+		t.Fatal("no row is out of context: the test made no cut")
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the stores differ (%d rows vs %d handing everything):\n got %q\nwant %q", len(got), len(want), got, want)
 	}
 }

@@ -38,6 +38,7 @@ import (
 	_ "github.com/mattn/go-sqlite3" // the session databases, opened read-only
 
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
+	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // Environment of the end-to-end tests (.ci/run sets them all).
@@ -475,9 +476,10 @@ func openSessionDB(t *testing.T, stateDir, sid string) *sql.DB {
 		}
 		t.Fatalf("session database: %v (sessions/ holds %q)", err, names)
 	}
-	// serve queues a request's rows and events and writes them right after forwarding it;
-	// wait until the session's files have been quiet for 300 ms (at most 10 s) so the reads
-	// below see the last request's writes.
+	// serve queues a request's rows and events; the reply's rows commit them, and what no
+	// reply follows (the last usage event) commits after store.HoldWait. Wait until the
+	// session's files have been quiet for HoldWait and 300 ms more (at most 10 s) so the
+	// reads below see the last request's writes.
 	quietSince, last := time.Now(), ""
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		var stamp string
@@ -488,7 +490,7 @@ func openSessionDB(t *testing.T, stateDir, sid string) *sql.DB {
 		}
 		if stamp != last {
 			quietSince, last = time.Now(), stamp
-		} else if time.Since(quietSince) > 300*time.Millisecond {
+		} else if time.Since(quietSince) > store.HoldWait+300*time.Millisecond {
 			break
 		}
 	}

@@ -170,7 +170,7 @@ func (s *state) write(old, text []byte) error {
 // installer.ReplaceFile): a refusal (web.ErrRefused, the dashboard's 409) when the file
 // system denied the write or is read-only, a plain error otherwise; both say nothing changed.
 func saveFailed(path string, err error) error {
-	err = fmt.Errorf("cannot save %s: %v: nothing changed (make the file and its folder writable, or edit it by hand)", path, err)
+	err = fmt.Errorf("cannot save %s: %w: nothing changed (make the file and its folder writable, or edit it by hand)", path, err)
 	if errors.Is(err, fs.ErrPermission) || isReadOnlyFS(err) {
 		return web.Refuse(err)
 	}

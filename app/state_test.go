@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -300,6 +302,48 @@ func TestStateUnwritableConfig(t *testing.T) {
 			t.Error("a failed save applied the pause")
 		}
 	})
+	t.Run("folder without write permission", func(t *testing.T) {
+		t.Parallel()
+		if runtime.GOOS == "windows" || os.Geteuid() == 0 {
+			t.Skip("needs a Unix user that folder modes stop (root writes through them; TestSaveFailed covers the refusal)")
+		}
+		st, path, _ := testState(t, "[context_proxy.agents]\ncodex = true\n", nil)
+		dir := filepath.Dir(path)
+		if err := os.Chmod(dir, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Chmod(dir, 0o700) })
+		if err := st.SetPaused(true); !errors.Is(err, web.ErrRefused) || !strings.Contains(err.Error(), "nothing changed") {
+			t.Fatalf("SetPaused in a folder that may not be written = %v, want a refusal that says nothing changed", err)
+		}
+	})
+}
+
+// TestSaveFailed: a save the file system denies or that hits a read-only file system is a
+// refusal (the dashboard's 409 with the message), any other failure is not; each keeps the
+// cause for errors.Is and says nothing changed.
+func TestSaveFailed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		cause   error
+		refusal bool
+	}{
+		{"permission denied", &fs.PathError{Op: "open", Path: "config.toml.tmp", Err: syscall.EACCES}, true},
+		{"operation not permitted", &fs.PathError{Op: "rename", Path: "config.toml", Err: syscall.EPERM}, true},
+		{"read-only file system", &fs.PathError{Op: "open", Path: "config.toml.tmp", Err: syscall.EROFS}, true},
+		{"disk full", &fs.PathError{Op: "write", Path: "config.toml.tmp", Err: syscall.ENOSPC}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := saveFailed("config.toml", tc.cause)
+			if got := errors.Is(err, web.ErrRefused); got != tc.refusal {
+				t.Errorf("saveFailed(%v) is a refusal: %v, want %v", tc.cause, got, tc.refusal)
+			}
+			if !errors.Is(err, tc.cause) || !strings.Contains(err.Error(), "nothing changed") {
+				t.Errorf("saveFailed(%v) = %v, want the cause wrapped and \"nothing changed\"", tc.cause, err)
+			}
+		})
+	}
 }
 
 func TestStateEnvLock(t *testing.T) {

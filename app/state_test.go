@@ -324,23 +324,16 @@ func TestStateUnwritableConfig(t *testing.T) {
 // cause for errors.Is and says nothing changed.
 func TestSaveFailed(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name    string
-		cause   error
-		refusal bool
-	}{
-		{"permission denied", &fs.PathError{Op: "open", Path: "config.toml.tmp", Err: syscall.EACCES}, true},
-		{"operation not permitted", &fs.PathError{Op: "rename", Path: "config.toml", Err: syscall.EPERM}, true},
-		{"read-only file system", &fs.PathError{Op: "open", Path: "config.toml.tmp", Err: syscall.EROFS}, true},
-		{"disk full", &fs.PathError{Op: "write", Path: "config.toml.tmp", Err: syscall.ENOSPC}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := saveFailed("config.toml", tc.cause)
-			if got := errors.Is(err, web.ErrRefused); got != tc.refusal {
-				t.Errorf("saveFailed(%v) is a refusal: %v, want %v", tc.cause, got, tc.refusal)
+	// errno → whether saveFailed makes it a refusal
+	for errno, refusal := range map[syscall.Errno]bool{syscall.EACCES: true, syscall.EPERM: true, syscall.EROFS: true, syscall.ENOSPC: false} {
+		cause := &fs.PathError{Op: "rename", Path: "config.toml.tmp", Err: errno}
+		t.Run(errno.Error(), func(t *testing.T) {
+			err := saveFailed("config.toml", cause)
+			if got := errors.Is(err, web.ErrRefused); got != refusal {
+				t.Errorf("saveFailed(%v) is a refusal: %v, want %v", cause, got, refusal)
 			}
-			if !errors.Is(err, tc.cause) || !strings.Contains(err.Error(), "nothing changed") {
-				t.Errorf("saveFailed(%v) = %v, want the cause wrapped and \"nothing changed\"", tc.cause, err)
+			if !errors.Is(err, cause) || !strings.Contains(err.Error(), "nothing changed") {
+				t.Errorf("saveFailed(%v) = %v, want the cause wrapped and \"nothing changed\"", cause, err)
 			}
 		})
 	}

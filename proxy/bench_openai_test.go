@@ -90,18 +90,7 @@ func benchOpenAIWarm(b *testing.B, newConvo func() *fakeupstream.Convo) {
 				sessions++
 				sid := fmt.Sprintf("bench-%d", sessions)
 				c, h, grown = oaBenchSession(base, sid), oaBenchHeader(benchFormat(base), sid), 0
-				body := c.Body()
-				if tc.trimAt == 0 {
-					// make one cut first, then keep the threshold out of reach
-					p.cfg().TrimAtTokens = 1000
-					if res, _, err := p.rewriteAs(tg, h, body); err != nil || res.trimmed != 2 {
-						b.Fatalf("no cut: %v", err)
-					}
-				}
-				p.cfg().TrimAtTokens = 10_000_000
-				if _, _, err := p.rewriteAs(tg, h, body); err != nil {
-					b.Fatal(err)
-				}
+				startBenchSession(b, p, tg, h, c.Body(), tc.trimAt == 0)
 			}
 			fresh()
 			b.ReportAllocs()
@@ -117,10 +106,7 @@ func benchOpenAIWarm(b *testing.B, newConvo func() *fakeupstream.Convo) {
 				size += len(body)
 				items += len(c.Items)
 				b.StartTimer()
-				res, _, err := p.rewriteAs(tg, h, body)
-				if err != nil || res == nil {
-					b.Fatal(err)
-				}
+				res := benchRewrite(b, p, tg, h, body)
 				if tc.trimAt == 0 && res.trimmed != 1 {
 					b.Fatalf("trimmed = %d, want 1 (carried cut)", res.trimmed)
 				}
@@ -154,11 +140,7 @@ func benchOpenAINewCut(b *testing.B, newConvo func() *fakeupstream.Convo) {
 		p.cfg().TrimAtTokens = 60_000
 		b.SetBytes(int64(len(body)))
 		b.StartTimer()
-		res, _, err := p.rewriteAs(tg, h, body)
-		if err != nil || res == nil {
-			b.Fatal(err)
-		}
-		if res.trimmed != 2 {
+		if res := benchRewrite(b, p, tg, h, body); res.trimmed != 2 {
 			b.Fatalf("trimmed = %d, want 2 (new cut)", res.trimmed)
 		}
 	}

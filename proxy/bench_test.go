@@ -42,6 +42,34 @@ func benchHeader(sid string) http.Header {
 	return h
 }
 
+// anthropicBench is the target of the Claude Code benchmarks (what rewrite uses).
+var anthropicBench = target{anthropicFormat, "anthropic"}
+
+// startBenchSession sends a session's first request (h, body) through p as tg. With cut it
+// first makes one cut (a 1000-token threshold), then keeps the threshold out of reach, so
+// the warm requests after it carry that cut.
+func startBenchSession(b *testing.B, p *Proxy, tg target, h http.Header, body []byte, cut bool) {
+	if cut {
+		p.cfg().TrimAtTokens = 1000
+		if res, _, err := p.rewriteAs(tg, h, body); err != nil || res.trimmed != 2 {
+			b.Fatalf("no cut: %v", err)
+		}
+	}
+	p.cfg().TrimAtTokens = 10_000_000
+	if _, _, err := p.rewriteAs(tg, h, body); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchRewrite is the timed rewrite of a benchmark; an error or no result ends it.
+func benchRewrite(b *testing.B, p *Proxy, tg target, h http.Header, body []byte) *rewritten {
+	res, _, err := p.rewriteAs(tg, h, body)
+	if err != nil || res == nil {
+		b.Fatal(err)
+	}
+	return res
+}
+
 // convoOfSize grows a conversation to about 400 messages and 300 KB.
 func convoOfSize() *fakeupstream.Convo {
 	c := newBenchConvo()
@@ -69,18 +97,7 @@ func BenchmarkRequestPathWarm(b *testing.B) {
 				c = convoOfSize()
 				sessions++
 				h = benchHeader(fmt.Sprintf("bench-%d", sessions))
-				body := c.Body()
-				if tc.trimAt == 0 {
-					// make one cut first, then keep the threshold out of reach
-					p.cfg().TrimAtTokens = 1000
-					if res, _, err := p.rewrite(h, body); err != nil || res.trimmed != 2 {
-						b.Fatalf("no cut: %v", err)
-					}
-				}
-				p.cfg().TrimAtTokens = 10_000_000
-				if _, _, err := p.rewrite(h, body); err != nil {
-					b.Fatal(err)
-				}
+				startBenchSession(b, p, anthropicBench, h, c.Body(), tc.trimAt == 0)
 			}
 			fresh()
 			b.ReportAllocs()
@@ -95,10 +112,7 @@ func BenchmarkRequestPathWarm(b *testing.B) {
 				size += len(body)
 				msgs += len(c.Items)
 				b.StartTimer()
-				res, _, err := p.rewrite(h, body)
-				if err != nil || res == nil {
-					b.Fatal(err)
-				}
+				res := benchRewrite(b, p, anthropicBench, h, body)
 				if tc.trimAt == 0 && res.trimmed != 1 {
 					b.Fatalf("trimmed = %d, want 1 (carried cut)", res.trimmed)
 				}
@@ -141,11 +155,8 @@ func BenchmarkRequestPathNewCut(b *testing.B) {
 				p.cfg().TrimAtTokens = 60_000
 				b.SetBytes(int64(len(body)))
 				b.StartTimer()
-				res, _, err := p.rewrite(h, body)
+				res := benchRewrite(b, p, anthropicBench, h, body)
 				b.StopTimer()
-				if err != nil || res == nil {
-					b.Fatal(err)
-				}
 				if res.trimmed != 2 {
 					b.Fatalf("trimmed = %d, want 2 (new cut)", res.trimmed)
 				}

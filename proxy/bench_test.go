@@ -84,6 +84,18 @@ func convoOfSize() *fakeupstream.Convo {
 // keep the request near 300 KB and 400 messages, a session is replaced (untimed) after 40
 // steps.
 func BenchmarkRequestPathWarm(b *testing.B) {
+	session := func(n int) (*fakeupstream.Convo, http.Header) {
+		return convoOfSize(), benchHeader(fmt.Sprintf("bench-%d", n))
+	}
+	benchWarm(b, anthropicBench, session, func(c *fakeupstream.Convo, _ int) bool { return len(c.Items) >= 440 }, "msgs/req")
+}
+
+// benchWarm is the warm request path of the benchmarks of one format, tg: a session whose
+// previous request is known, each request one more tool step, "no-cut" making no cut and
+// "after-cut" re-rendering a stored one. session returns the n-th session's conversation
+// and headers; a session is replaced (untimed) once full says so of its conversation and the
+// steps grown on it. It reports KB per request and the list's items per request as unit.
+func benchWarm(b *testing.B, tg target, session func(n int) (*fakeupstream.Convo, http.Header), full func(c *fakeupstream.Convo, grown int) bool, unit string) {
 	for _, tc := range []struct {
 		name   string
 		trimAt int
@@ -92,33 +104,37 @@ func BenchmarkRequestPathWarm(b *testing.B) {
 			p := benchProxy(b, tc.trimAt)
 			var c *fakeupstream.Convo
 			var h http.Header
-			sessions, size, msgs := 0, 0, 0
+			sessions, size, items, grown := 0, 0, 0, 0
 			fresh := func() {
-				c = convoOfSize()
 				sessions++
-				h = benchHeader(fmt.Sprintf("bench-%d", sessions))
-				startBenchSession(b, p, anthropicBench, h, c.Body(), tc.trimAt == 0)
+				c, h = session(sessions)
+				grown = 0
+				startBenchSession(b, p, tg, h, c.Body(), tc.trimAt == 0)
 			}
 			fresh()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				if len(c.Items) >= 440 {
+				if full(c, grown) {
 					fresh()
 				}
 				c.Add()
+				grown++
 				body := c.Body()
 				size += len(body)
-				msgs += len(c.Items)
+				items += len(c.Items)
 				b.StartTimer()
-				res := benchRewrite(b, p, anthropicBench, h, body)
+				res := benchRewrite(b, p, tg, h, body)
 				if tc.trimAt == 0 && res.trimmed != 1 {
 					b.Fatalf("trimmed = %d, want 1 (carried cut)", res.trimmed)
 				}
+				if tc.trimAt != 0 && res.trimmed != 0 {
+					b.Fatalf("trimmed = %d, want 0", res.trimmed)
+				}
 			}
 			b.ReportMetric(float64(size)/float64(b.N)/1024, "KB/req")
-			b.ReportMetric(float64(msgs)/float64(b.N), "msgs/req")
+			b.ReportMetric(float64(items)/float64(b.N), unit)
 		})
 	}
 }

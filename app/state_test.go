@@ -58,24 +58,23 @@ func readText(t *testing.T, path string) string {
 
 func agentOf(t *testing.T, st web.State, agent string) web.AgentSwitch {
 	t.Helper()
-	for _, a := range st.Agents {
-		if a.Agent == agent {
-			return a
-		}
-	}
-	t.Fatalf("no agent %q in State", agent)
-	return web.AgentSwitch{}
+	return findIn(t, st.Agents, func(a web.AgentSwitch) bool { return a.Agent == agent }, fmt.Sprintf("agent %q", agent))
 }
 
 func settingOf(t *testing.T, st web.State, key string) web.Setting {
 	t.Helper()
-	for _, s := range st.Settings {
-		if s.Key == key {
-			return s
-		}
+	return findIn(t, st.Settings, func(s web.Setting) bool { return s.Key == key }, fmt.Sprintf("setting %q", key))
+}
+
+// findIn returns the first element of list that match accepts; the test ends when none
+// does (what names the one looked for).
+func findIn[T any](t *testing.T, list []T, match func(T) bool, what string) T {
+	t.Helper()
+	i := slices.IndexFunc(list, match)
+	if i < 0 {
+		t.Fatalf("no %s in State", what)
 	}
-	t.Fatalf("no setting %q in State", key)
-	return web.Setting{}
+	return list[i]
 }
 
 // TestStateTrimmingRule is the effective rule: trimming(agent) = !paused &&

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 )
 
 // timeoutServe starts serve with both timeouts at one second against upstream and returns
@@ -78,16 +80,7 @@ func TestServeSlowBodyIsCut(t *testing.T) {
 // 10 minutes.
 func TestServeSilentUpstreamTimesOut(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select { // silent until the proxy gives up (or the test ends: Close waits for handlers)
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	defer upstream.Close()
-	defer close(release)
-	base, _ := timeoutServe(t, upstream.URL)
+	base, _ := timeoutServe(t, fakeupstream.StartSilent(t))
 	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/claude-code/v1/messages", strings.NewReader(timeoutRequest))

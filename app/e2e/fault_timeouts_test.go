@@ -13,11 +13,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 )
 
 // faultHang bounds every wait on a stalled peer: with both timeouts at 1 s an answer after
@@ -67,16 +68,8 @@ func TestE2EFaultSlowBody(t *testing.T) {
 // client gets serve's 504 well before faultHang, and serve still answers the next request.
 func TestE2EFaultSilentUpstream(t *testing.T) {
 	bin := buildBinary(t)
-	release := make(chan struct{})
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select { // silent until the proxy gives up (or the test ends: Close waits for handlers)
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	defer upstream.Close()
-	defer close(release)
-	srv := startServe(t, bin, append([]string{"SMARTER_COMPACT_UPSTREAM_ANTHROPIC=" + upstream.URL}, faultTimeouts...)...)
+	upstream := fakeupstream.StartSilent(t)
+	srv := startServe(t, bin, append([]string{"SMARTER_COMPACT_UPSTREAM_ANTHROPIC=" + upstream}, faultTimeouts...)...)
 	logServeOnFailure(t, srv)
 	for i := range 2 {
 		ctx, cancel := context.WithTimeout(t.Context(), faultHang)

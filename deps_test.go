@@ -44,6 +44,7 @@ var importRules = map[string][]string{
 	"mcp/mcptest":                {"store"},
 	"web":                        {"store", "store/savings", "assets"},
 	"installer":                  {},
+	"installer/installertest":    {}, // test-only: the fake systemctl of installer's and app's tests
 	"assets":                     {},
 }
 

@@ -27,6 +27,7 @@ var importRules = map[string][]string{
 	"":                           {"app"},
 	"app":                        {"*"},
 	"app/e2e":                    {}, // test-only: doc.go imports nothing; its tests may import app
+	"app/apptest":                {}, // test-only: a free port and a shared buffer for app's and app/e2e's tests
 	"app/tray":                   {"assets", "installer", "store", "store/savings", "web"},
 	"cmd":                        {"*"},
 	"store":                      {},

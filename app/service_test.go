@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/app/apptest"
 	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/installer/installertest"
 )
@@ -34,17 +35,8 @@ func liveService(t *testing.T) int {
 	return srv.Listener.Addr().(*net.TCPAddr).Port
 }
 
-// quietPort is a loopback port nothing listens on.
-func quietPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return port
-}
+// quietPort is a loopback port nothing listens on (it was free a moment ago).
+func quietPort(t *testing.T) int { t.Helper(); return apptest.FreePort(t) }
 
 // serviceSystem is a test process whose config.toml sets port, with its own state dir.
 func serviceSystem(t *testing.T, port int, e env) (system, *syncBuffer) {

@@ -140,38 +140,37 @@ func (p *jsonParser) number() (jsonValue, error) {
 	case i < len(d) && d[i] == '0':
 		i++
 	case i < len(d) && d[i] >= '1' && d[i] <= '9':
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
+		i, _ = skipDigits(d, i)
 	default:
 		p.i = i
 		return jsonValue{}, p.errorf("invalid number")
 	}
+	ok := true
 	if i < len(d) && d[i] == '.' {
-		i++
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			p.i = i
-			return jsonValue{}, p.errorf("invalid number")
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
+		i, ok = skipDigits(d, i+1)
 	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+	if ok && i < len(d) && (d[i] == 'e' || d[i] == 'E') {
 		i++
 		if i < len(d) && (d[i] == '+' || d[i] == '-') {
 			i++
 		}
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			p.i = i
-			return jsonValue{}, p.errorf("invalid number")
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
+		i, ok = skipDigits(d, i)
 	}
 	p.i = i
+	if !ok { // a fraction or an exponent without digits
+		return jsonValue{}, p.errorf("invalid number")
+	}
 	return jsonValue{kind: 'l', lit: d[start:i]}, nil
+}
+
+// skipDigits returns the index past the ASCII digits of d from i; ok is false when there
+// are none (the index is then i).
+func skipDigits(d []byte, i int) (next int, ok bool) {
+	j := i
+	for j < len(d) && d[j] >= '0' && d[j] <= '9' {
+		j++
+	}
+	return j, j > i
 }
 
 func validNumber(b []byte) bool {

@@ -27,6 +27,7 @@ var importRules = map[string][]string{
 	"":                           {"app"},
 	"app":                        {"*"},
 	"app/e2e":                    {}, // test-only: doc.go imports nothing; its tests may import app
+	"app/apptest":                {}, // test-only: a free port and a shared buffer for app's and app/e2e's tests
 	"app/tray":                   {"assets", "installer", "store", "store/savings", "web"},
 	"cmd":                        {"*"},
 	"store":                      {},
@@ -44,6 +45,7 @@ var importRules = map[string][]string{
 	"mcp/mcptest":                {"store"},
 	"web":                        {"store", "store/savings", "assets"},
 	"installer":                  {},
+	"installer/installertest":    {}, // test-only: the fake systemctl of installer's and app's tests
 	"assets":                     {},
 }
 

@@ -149,31 +149,18 @@ func run(ctx context.Context, args []string, sys system) error {
 		return usageError{"no command given"}
 	}
 	cmd, rest := args[0], args[1:]
+	// the commands that take the rest of the line; version and help are answered below
+	commandFuncs := map[string]func(context.Context, []string, system) error{
+		"serve": serve, "mcp": mcpStdio, "status": status, "stats": stats,
+		"install": install, "uninstall": uninstall,
+		"on":     func(ctx context.Context, rest []string, sys system) error { return onOff(ctx, true, rest, sys) },
+		"off":    func(ctx context.Context, rest []string, sys system) error { return onOff(ctx, false, rest, sys) },
+		"follow": follow, "hook": hook, "service": serviceCmd, "doctor": doctorCmd,
+	}
+	if f, ok := commandFuncs[cmd]; ok {
+		return f(ctx, rest, sys)
+	}
 	switch cmd {
-	case "serve":
-		return serve(ctx, rest, sys)
-	case "mcp":
-		return mcpStdio(ctx, rest, sys)
-	case "status":
-		return status(ctx, rest, sys)
-	case "stats":
-		return stats(ctx, rest, sys)
-	case "install":
-		return install(ctx, rest, sys)
-	case "uninstall":
-		return uninstall(ctx, rest, sys)
-	case "on":
-		return onOff(ctx, true, rest, sys)
-	case "off":
-		return onOff(ctx, false, rest, sys)
-	case "follow":
-		return follow(ctx, rest, sys)
-	case "hook":
-		return hook(ctx, rest, sys)
-	case "service":
-		return serviceCmd(ctx, rest, sys)
-	case "doctor":
-		return doctorCmd(ctx, rest, sys)
 	case "version", "--version", "-version", "-v":
 		if len(rest) > 0 {
 			return usageError{"version takes no arguments"}

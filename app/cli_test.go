@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -11,29 +10,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/smarter-compact/smarter-compact/app/apptest"
 	"github.com/smarter-compact/smarter-compact/proxy/config/configtest"
 )
 
 // syncBuffer is a bytes.Buffer that the server's goroutines and the test can share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = apptest.SyncBuffer
 
 // testSystem is a process with e as its environment and fresh home and config directories
 // (no config.toml); logs go to the returned buffer.

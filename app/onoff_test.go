@@ -126,12 +126,7 @@ func TestOnOffToken(t *testing.T) {
 
 func TestOnOffServiceDown(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close() // nothing listens there now
+	port := quietPort(t) // nothing listens there now
 	sys, stdout, _ := testSystem(t, env{"CONTEXT_PROXY_PORT": strconv.Itoa(port)})
 	if err := run(t.Context(), []string{"off", "opencode"}, sys); err != nil {
 		t.Fatalf("off: %v", err)

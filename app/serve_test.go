@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/app/apptest"
 	"github.com/smarter-compact/smarter-compact/app/tray"
 	"github.com/smarter-compact/smarter-compact/installer"
 )
@@ -154,16 +155,8 @@ func TestServe(t *testing.T) {
 	}
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// freePort returns a loopback port that was free a moment ago (apptest.FreePort).
+func freePort(t *testing.T) int { t.Helper(); return apptest.FreePort(t) }
 
 // waitHealthy polls /healthz until it answers "ok", serve fails, or 10 s pass.
 func waitHealthy(t *testing.T, base string, done <-chan error) {

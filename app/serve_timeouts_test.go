@@ -1,17 +1,18 @@
 package app
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smarter-compact/smarter-compact/app/apptest"
+	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 )
 
 // timeoutServe starts serve with both timeouts at one second against upstream and returns
@@ -35,8 +36,6 @@ func timeoutServe(t *testing.T, upstream string) (string, int) {
 	return base, port
 }
 
-const timeoutRequest = `{"model":"claude-sonnet-4-5","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
-
 // TestServeSlowBodyIsCut: a client that sends its body one byte at a time and then stalls
 // (slowloris) is answered and its connection closed once body_read_timeout_s has passed.
 // Before the setting existed nothing bounded the body: the connection stayed open as long as
@@ -44,33 +43,7 @@ const timeoutRequest = `{"model":"claude-sonnet-4-5","max_tokens":16,"stream":tr
 func TestServeSlowBodyIsCut(t *testing.T) {
 	t.Parallel()
 	_, port := timeoutServe(t, "http://127.0.0.1:1")
-	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	start := time.Now()
-	fmt.Fprintf(conn, "POST /claude-code/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		port, len(timeoutRequest), timeoutRequest[:1])
-	_ = conn.SetReadDeadline(time.Now().Add(hangGuard))
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("no answer to the stalled body after %s: %v", time.Since(start).Round(time.Millisecond), err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	took := time.Since(start)
-	t.Logf("stalled body answered %d after %s", resp.StatusCode, took.Round(time.Millisecond))
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "body_read_timeout_s") {
-		t.Fatalf("status %d, body %q; want 400 naming body_read_timeout_s", resp.StatusCode, body)
-	}
-	if _, err := br.ReadByte(); err != io.EOF {
-		t.Errorf("after the answer: %v, want the server to close the connection (EOF)", err)
-	}
-	if took >= hangGuard/2 {
-		t.Errorf("answered after %s with body_read_timeout_s = 1", took)
-	}
+	apptest.CheckSlowBody(t, port, hangGuard)
 }
 
 // TestServeSilentUpstreamTimesOut: an upstream that accepts the request and never answers
@@ -78,19 +51,10 @@ func TestServeSlowBodyIsCut(t *testing.T) {
 // 10 minutes.
 func TestServeSilentUpstreamTimesOut(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select { // silent until the proxy gives up (or the test ends: Close waits for handlers)
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	defer upstream.Close()
-	defer close(release)
-	base, _ := timeoutServe(t, upstream.URL)
+	base, _ := timeoutServe(t, fakeupstream.StartSilent(t))
 	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/claude-code/v1/messages", strings.NewReader(timeoutRequest))
+	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/claude-code/v1/messages", strings.NewReader(apptest.StreamRequest))
 	req.Header.Set("Content-Type", "application/json")
 	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)
@@ -129,7 +93,7 @@ func TestServeStreamOutlivesTimeouts(t *testing.T) {
 	}))
 	defer upstream.Close()
 	base, _ := timeoutServe(t, upstream.URL)
-	req, _ := http.NewRequest("POST", base+"/claude-code/v1/messages", strings.NewReader(timeoutRequest))
+	req, _ := http.NewRequest("POST", base+"/claude-code/v1/messages", strings.NewReader(apptest.StreamRequest))
 	req.Header.Set("Content-Type", "application/json")
 	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)

@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/smarter-compact/smarter-compact/app/apptest"
 	"github.com/smarter-compact/smarter-compact/installer"
+	"github.com/smarter-compact/smarter-compact/installer/installertest"
 )
 
 // liveService answers GET /healthz like serve does and returns its port.
@@ -33,17 +35,8 @@ func liveService(t *testing.T) int {
 	return srv.Listener.Addr().(*net.TCPAddr).Port
 }
 
-// quietPort is a loopback port nothing listens on.
-func quietPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return port
-}
+// quietPort is a loopback port nothing listens on (it was free a moment ago).
+func quietPort(t *testing.T) int { t.Helper(); return apptest.FreePort(t) }
 
 // serviceSystem is a test process whose config.toml sets port, with its own state dir.
 func serviceSystem(t *testing.T, port int, e env) (system, *syncBuffer) {
@@ -165,28 +158,7 @@ func TestServiceInstallSystemd(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skipf("cannot run: the systemd user unit is Linux-only, this is %s", runtime.GOOS)
 	}
-	home := t.TempDir()
-	bin := t.TempDir()
-	calls := filepath.Join(bin, "calls.log")
-	shim := `#!/bin/sh
-echo "$*" >> "` + calls + `"
-args=""
-for a in "$@"; do [ "$a" = --user ] || args="$args $a"; done
-set -- $args
-units="$HOME/.config/systemd/user"
-case "$1" in
-enable) mkdir -p "$units/default.target.wants" && ln -sf "$units/$2" "$units/default.target.wants/$2" ;;
-disable) rm -f "$units/default.target.wants/$2" ;;
-is-active) echo inactive; exit 3 ;;
-esac
-exit 0
-`
-	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(shim), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("HOME", home)
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	home, calls := installertest.SystemctlShim(t)
 	forceSystemd = true
 	t.Cleanup(func() { forceSystemd = false })
 

@@ -161,13 +161,20 @@ func (s *state) write(old, text []byte) error {
 		return err
 	}
 	if err := installer.ReplaceFile(s.path, text); err != nil {
-		err = fmt.Errorf("cannot save %s: %v: nothing changed (make the file and its folder writable, or edit it by hand)", s.path, err)
-		if errors.Is(err, fs.ErrPermission) || isReadOnlyFS(err) {
-			return web.Refuse(err)
-		}
-		return err
+		return saveFailed(s.path, err)
 	}
 	return nil
+}
+
+// saveFailed is write's error when config.toml at path could not be replaced (err from
+// installer.ReplaceFile): a refusal (web.ErrRefused, the dashboard's 409) when the file
+// system denied the write or is read-only, a plain error otherwise; both say nothing changed.
+func saveFailed(path string, err error) error {
+	err = fmt.Errorf("cannot save %s: %w: nothing changed (make the file and its folder writable, or edit it by hand)", path, err)
+	if errors.Is(err, fs.ErrPermission) || isReadOnlyFS(err) {
+		return web.Refuse(err)
+	}
+	return err
 }
 
 // saved records text as config.toml's content: the watcher does not reload it, but reloads

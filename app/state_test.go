@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -56,24 +58,23 @@ func readText(t *testing.T, path string) string {
 
 func agentOf(t *testing.T, st web.State, agent string) web.AgentSwitch {
 	t.Helper()
-	for _, a := range st.Agents {
-		if a.Agent == agent {
-			return a
-		}
-	}
-	t.Fatalf("no agent %q in State", agent)
-	return web.AgentSwitch{}
+	return findIn(t, st.Agents, func(a web.AgentSwitch) bool { return a.Agent == agent }, fmt.Sprintf("agent %q", agent))
 }
 
 func settingOf(t *testing.T, st web.State, key string) web.Setting {
 	t.Helper()
-	for _, s := range st.Settings {
-		if s.Key == key {
-			return s
-		}
+	return findIn(t, st.Settings, func(s web.Setting) bool { return s.Key == key }, fmt.Sprintf("setting %q", key))
+}
+
+// findIn returns the first element of list that match accepts; the test ends when none
+// does (what names the one looked for).
+func findIn[T any](t *testing.T, list []T, match func(T) bool, what string) T {
+	t.Helper()
+	i := slices.IndexFunc(list, match)
+	if i < 0 {
+		t.Fatalf("no %s in State", what)
 	}
-	t.Fatalf("no setting %q in State", key)
-	return web.Setting{}
+	return list[i]
 }
 
 // TestStateTrimmingRule is the effective rule: trimming(agent) = !paused &&
@@ -300,6 +301,41 @@ func TestStateUnwritableConfig(t *testing.T) {
 			t.Error("a failed save applied the pause")
 		}
 	})
+	t.Run("folder without write permission", func(t *testing.T) {
+		t.Parallel()
+		if runtime.GOOS == "windows" || os.Geteuid() == 0 {
+			t.Skip("needs a Unix user that folder modes stop (root writes through them; TestSaveFailed covers the refusal)")
+		}
+		st, path, _ := testState(t, "[context_proxy.agents]\ncodex = true\n", nil)
+		dir := filepath.Dir(path)
+		if err := os.Chmod(dir, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Chmod(dir, 0o700) })
+		if err := st.SetPaused(true); !errors.Is(err, web.ErrRefused) || !strings.Contains(err.Error(), "nothing changed") {
+			t.Fatalf("SetPaused in a folder that may not be written = %v, want a refusal that says nothing changed", err)
+		}
+	})
+}
+
+// TestSaveFailed: a save the file system denies or that hits a read-only file system is a
+// refusal (the dashboard's 409 with the message), any other failure is not; each keeps the
+// cause for errors.Is and says nothing changed.
+func TestSaveFailed(t *testing.T) {
+	t.Parallel()
+	// errno → whether saveFailed makes it a refusal
+	for errno, refusal := range map[syscall.Errno]bool{syscall.EACCES: true, syscall.EPERM: true, syscall.EROFS: true, syscall.ENOSPC: false} {
+		cause := &fs.PathError{Op: "rename", Path: "config.toml.tmp", Err: errno}
+		t.Run(errno.Error(), func(t *testing.T) {
+			err := saveFailed("config.toml", cause)
+			if got := errors.Is(err, web.ErrRefused); got != refusal {
+				t.Errorf("saveFailed(%v) is a refusal: %v, want %v", cause, got, refusal)
+			}
+			if !errors.Is(err, cause) || !strings.Contains(err.Error(), "nothing changed") {
+				t.Errorf("saveFailed(%v) = %v, want the cause wrapped and \"nothing changed\"", cause, err)
+			}
+		})
+	}
 }
 
 func TestStateEnvLock(t *testing.T) {

@@ -2,7 +2,6 @@ package app
 
 import (
 	"encoding/json"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,12 +29,7 @@ func TestStatusHealthFromFile(t *testing.T) {
 	if err := root.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close() // nothing answers there
+	port := quietPort(t) // nothing answers there
 	config := configtest.WriteConfig(t, "")
 	sys, stdout, stderr := testSystem(t, env{"SMARTER_COMPACT_STATE_DIR": state, "CONTEXT_PROXY_PORT": strconv.Itoa(port)})
 	if err := run(t.Context(), []string{"status", "--config", config}, sys); err != nil {

@@ -145,7 +145,7 @@ func TestStatusCommandText(t *testing.T) {
 		t.Errorf("summary:\n%s\nwant:\n%s", summary, strings.Join(wantLines, "\n"))
 	}
 
-	stdout.buf.Reset()
+	stdout.Reset()
 	if err := run(t.Context(), []string{"status", "--verbose"}, sys); err != nil {
 		t.Fatalf("status --verbose: %v (stderr %s)", err, stderr)
 	}

@@ -6,51 +6,21 @@ import (
 	"testing"
 )
 
-// The cases of app's TestSetConfigKeys (configfile_test.go, folded here), same inputs and bytes.
-func TestSetKeyIn(t *testing.T) {
+// TestSetKeyInNoFinalNewline is the case of app's TestSetConfigKeys (configfile_test.go,
+// folded here) that txtar cannot hold: a table appended after a last line without a line
+// end. Its other cases are testdata/edit/toml/setkeyin_*.txtar (TestTOMLGolden), their CRLF
+// case the CRLF run of setkeyin_string_value.
+func TestSetKeyInNoFinalNewline(t *testing.T) {
 	t.Parallel()
-	agents := [][2]string{{"codex", "false"}}
-	tests := []struct {
-		name, in, section string
-		keys              [][2]string
-		want              string
-	}{
-		{"empty file", "", "context_proxy.agents", agents, "[context_proxy.agents]\ncodex = false\n"},
-		{"appended after the last table", "[context_proxy]\nport = 4101", "context_proxy.agents", agents,
-			"[context_proxy]\nport = 4101\n\n[context_proxy.agents]\ncodex = false\n"},
-		{"value replaced, comment and indentation kept", "[context_proxy.agents]\n  codex   =  true   # mine\nopencode = true\n", "context_proxy.agents", agents,
-			"[context_proxy.agents]\n  codex = false # mine\nopencode = true\n"},
-		{"quoted key and spaced header", "[ context_proxy . \"agents\" ]\n\"codex\" = true\n", "context_proxy.agents", agents,
-			"[ context_proxy . \"agents\" ]\ncodex = false\n"},
-		{"inserted after the table's last key, before the next table", "[context_proxy.agents]\nopencode = true\n\n# compaction\n[compaction]\nrecall = true\n", "context_proxy.agents", agents,
-			"[context_proxy.agents]\nopencode = true\ncodex = false\n\n# compaction\n[compaction]\nrecall = true\n"},
-		{"empty table", "[context_proxy.agents]\n[compaction]\n", "context_proxy.agents", agents,
-			"[context_proxy.agents]\ncodex = false\n[compaction]\n"},
-		{"CRLF", "[upstream]\r\nopenai = \"https://a.example\"\r\n", "upstream", [][2]string{{"anthropic", `"https://gw.example/anthropic"`}},
-			"[upstream]\r\nopenai = \"https://a.example\"\r\nanthropic = \"https://gw.example/anthropic\"\r\n"},
-		{"a look-alike header inside a multi-line string", "[context_store]\nembedding_model = \"\"\"\n[context_proxy.agents]\n\"\"\"\n", "context_proxy.agents", agents,
-			"[context_store]\nembedding_model = \"\"\"\n[context_proxy.agents]\n\"\"\"\n\n[context_proxy.agents]\ncodex = false\n"},
-		{"a key of the same name in another table", "[other]\ncodex = 1\n[context_proxy.agents]\n", "context_proxy.agents", agents,
-			"[other]\ncodex = 1\n[context_proxy.agents]\ncodex = false\n"},
-		{"same value: unchanged bytes", "[context_proxy.agents]\ncodex = false # x\n", "context_proxy.agents", agents,
-			"[context_proxy.agents]\ncodex = false # x\n"},
+	d, err := ParseTOMLDoc([]byte("[context_proxy]\nport = 4101"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			d, err := ParseTOMLDoc([]byte(tt.in))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, k := range tt.keys {
-				if _, err := d.SetKeyIn(tt.section, k[0], json.RawMessage(k[1])); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if got := d.Bytes(); string(got) != tt.want {
-				t.Errorf("got\n%q\nwant\n%q", got, tt.want)
-			}
-		})
+	if _, err := d.SetKeyIn("context_proxy.agents", "codex", json.RawMessage("false")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(d.Bytes()), "[context_proxy]\nport = 4101\n\n[context_proxy.agents]\ncodex = false\n"; got != want {
+		t.Errorf("got\n%q\nwant\n%q", got, want)
 	}
 }
 

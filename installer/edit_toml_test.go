@@ -9,8 +9,9 @@ import (
 )
 
 // TestTOMLGolden runs the edit scripts of testdata/edit/toml/*.txtar like TestJSONGolden.
-// Script lines: "setkey <key> <json>", "settable <header> <text>" (the table's text with \n
-// for its line ends), "removekey <key>", "removetable <header>".
+// Script lines: "setkey <key> <json>", "setkeyin <table> <key> <json>", "settable <header>
+// <text>" (the table's text with \n for its line ends), "removekey <key>", "removetable
+// <header>".
 func TestTOMLGolden(t *testing.T) {
 	runEditGolden(t, "toml", func(in []byte, script []string) ([]byte, []Op, error) {
 		doc, err := ParseTOMLDoc(in)
@@ -26,6 +27,9 @@ func TestTOMLGolden(t *testing.T) {
 				op, err = doc.SetKey(f[1], json.RawMessage(f[2]))
 			case f[0] == "settable" && len(f) == 3:
 				op, err = doc.SetTable(f[1], strings.ReplaceAll(f[2], `\n`, "\n"))
+			case f[0] == "setkeyin" && len(f) == 3:
+				key, value, _ := strings.Cut(f[2], " ")
+				op, err = doc.SetKeyIn(f[1], key, json.RawMessage(value))
 			case f[0] == "removekey":
 				op, err = doc.RemoveKey(f[1])
 			case f[0] == "removetable":

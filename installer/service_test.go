@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smarter-compact/smarter-compact/installer/installertest"
 )
 
 func testServiceConfig(goos, home, exe string, port int) ServiceConfig {
@@ -262,42 +264,6 @@ func TestServiceHealth(t *testing.T) {
 	}
 }
 
-// systemctlShim puts a fake systemctl first on PATH: it logs its arguments to the returned
-// file, makes and removes the default.target.wants link on enable and disable like the
-// real one, says "inactive" to is-active and succeeds at everything else. With
-// SHIM_NO_MANAGER=1 it fails like a booted systemd without a user manager: everything but
-// SYSTEMD_OFFLINE=1 calls. It sets HOME.
-func systemctlShim(t *testing.T) (home, logFile string) {
-	t.Helper()
-	home = t.TempDir()
-	bin := t.TempDir()
-	logFile = filepath.Join(bin, "calls.log")
-	script := `#!/bin/sh
-echo "$*" >> "` + logFile + `"
-args=""
-for a in "$@"; do [ "$a" = --user ] || args="$args $a"; done
-set -- $args
-units="$HOME/.config/systemd/user"
-if [ "$SHIM_NO_MANAGER" = 1 ] && [ "$SYSTEMD_OFFLINE" != 1 ]; then
-  echo "Failed to connect to bus: No such file or directory" >&2
-  exit 1
-fi
-case "$1" in
-enable) mkdir -p "$units/default.target.wants" && ln -sf "$units/$2" "$units/default.target.wants/$2" ;;
-disable) rm -f "$units/default.target.wants/$2" ;;
-is-active) echo inactive; exit 3 ;;
-esac
-exit 0
-`
-	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("HOME", home)
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	return home, logFile
-}
-
 func readCalls(t *testing.T, logFile string) string {
 	t.Helper()
 	b, err := os.ReadFile(logFile)
@@ -313,7 +279,7 @@ func TestServiceSystemdShim(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skipf("cannot run: the systemd back end is Linux-only, this is %s", runtime.GOOS)
 	}
-	home, calls := systemctlShim(t)
+	home, calls := installertest.SystemctlShim(t)
 	ctx := context.Background()
 	cfg := testServiceConfig("", home, "/opt/my apps/smarter-compact", deadPort(t))
 	cfg.ForceSystemd = true
@@ -428,7 +394,7 @@ func TestServiceSystemdNoUserManager(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skipf("cannot run: the systemd back end is Linux-only, this is %s", runtime.GOOS)
 	}
-	home, calls := systemctlShim(t)
+	home, calls := installertest.SystemctlShim(t)
 	t.Setenv("SHIM_NO_MANAGER", "1")
 	ctx := context.Background()
 	cfg := testServiceConfig("", home, "/usr/bin/smarter-compact", deadPort(t))

@@ -15,11 +15,10 @@ func parseAnthropic(body []byte, k *known) (*request, error) {
 // parseMessage splits one message object into blocks and the facts the trim needs. It
 // does not build rows (that needs the chain and the tool names).
 func parseMessage(raw []byte) (*message, error) {
-	mem, err := objectMembers(raw)
+	m, mem, err := newMessage(raw)
 	if err != nil {
 		return nil, err
 	}
-	m := &message{raw: raw, contentAt: -1, idAt: -1, thinkingAt: -1}
 	for i, f := range mem {
 		switch f.key {
 		case "role":

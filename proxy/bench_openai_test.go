@@ -76,62 +76,12 @@ func BenchmarkChatRequestPathNewCut(b *testing.B)      { benchOpenAINewCut(b, ne
 // (untimed) after 40 steps, to keep the request near 300 KB.
 func benchOpenAIWarm(b *testing.B, newConvo func() *fakeupstream.Convo) {
 	base := ofSize(newConvo())
-	for _, tc := range []struct {
-		name   string
-		trimAt int
-	}{{"no-cut", 10_000_000}, {"after-cut", 0}} {
-		b.Run(tc.name, func(b *testing.B) {
-			p := benchProxy(b, tc.trimAt)
-			tg := oaBenchTarget(benchFormat(base))
-			var c *fakeupstream.Convo
-			var h http.Header
-			sessions, size, items, grown := 0, 0, 0, 0
-			fresh := func() {
-				sessions++
-				sid := fmt.Sprintf("bench-%d", sessions)
-				c, h, grown = oaBenchSession(base, sid), oaBenchHeader(benchFormat(base), sid), 0
-				body := c.Body()
-				if tc.trimAt == 0 {
-					// make one cut first, then keep the threshold out of reach
-					p.cfg().TrimAtTokens = 1000
-					if res, _, err := p.rewriteAs(tg, h, body); err != nil || res.trimmed != 2 {
-						b.Fatalf("no cut: %v", err)
-					}
-				}
-				p.cfg().TrimAtTokens = 10_000_000
-				if _, _, err := p.rewriteAs(tg, h, body); err != nil {
-					b.Fatal(err)
-				}
-			}
-			fresh()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				if grown >= 40 {
-					fresh()
-				}
-				c.Add()
-				grown++
-				body := c.Body()
-				size += len(body)
-				items += len(c.Items)
-				b.StartTimer()
-				res, _, err := p.rewriteAs(tg, h, body)
-				if err != nil || res == nil {
-					b.Fatal(err)
-				}
-				if tc.trimAt == 0 && res.trimmed != 1 {
-					b.Fatalf("trimmed = %d, want 1 (carried cut)", res.trimmed)
-				}
-				if tc.trimAt != 0 && res.trimmed != 0 {
-					b.Fatalf("trimmed = %d, want 0", res.trimmed)
-				}
-			}
-			b.ReportMetric(float64(size)/float64(b.N)/1024, "KB/req")
-			b.ReportMetric(float64(items)/float64(b.N), "items/req")
-		})
+	f := benchFormat(base)
+	session := func(n int) (*fakeupstream.Convo, http.Header) {
+		sid := fmt.Sprintf("bench-%d", n)
+		return oaBenchSession(base, sid), oaBenchHeader(f, sid)
 	}
+	benchWarm(b, oaBenchTarget(f), session, func(_ *fakeupstream.Convo, grown int) bool { return grown >= 40 }, "items/req")
 }
 
 // benchOpenAINewCut: the request that crosses the threshold and makes a new cut, on a
@@ -154,11 +104,7 @@ func benchOpenAINewCut(b *testing.B, newConvo func() *fakeupstream.Convo) {
 		p.cfg().TrimAtTokens = 60_000
 		b.SetBytes(int64(len(body)))
 		b.StartTimer()
-		res, _, err := p.rewriteAs(tg, h, body)
-		if err != nil || res == nil {
-			b.Fatal(err)
-		}
-		if res.trimmed != 2 {
+		if res := benchRewrite(b, p, tg, h, body); res.trimmed != 2 {
 			b.Fatalf("trimmed = %d, want 2 (new cut)", res.trimmed)
 		}
 	}

@@ -42,6 +42,34 @@ func benchHeader(sid string) http.Header {
 	return h
 }
 
+// anthropicBench is the target of the Claude Code benchmarks (what rewrite uses).
+var anthropicBench = target{anthropicFormat, "anthropic"}
+
+// startBenchSession sends a session's first request (h, body) through p as tg. With cut it
+// first makes one cut (a 1000-token threshold), then keeps the threshold out of reach, so
+// the warm requests after it carry that cut.
+func startBenchSession(b *testing.B, p *Proxy, tg target, h http.Header, body []byte, cut bool) {
+	if cut {
+		p.cfg().TrimAtTokens = 1000
+		if res, _, err := p.rewriteAs(tg, h, body); err != nil || res.trimmed != 2 {
+			b.Fatalf("no cut: %v", err)
+		}
+	}
+	p.cfg().TrimAtTokens = 10_000_000
+	if _, _, err := p.rewriteAs(tg, h, body); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchRewrite is the timed rewrite of a benchmark; an error or no result ends it.
+func benchRewrite(b *testing.B, p *Proxy, tg target, h http.Header, body []byte) *rewritten {
+	res, _, err := p.rewriteAs(tg, h, body)
+	if err != nil || res == nil {
+		b.Fatal(err)
+	}
+	return res
+}
+
 // convoOfSize grows a conversation to about 400 messages and 300 KB.
 func convoOfSize() *fakeupstream.Convo {
 	c := newBenchConvo()
@@ -56,6 +84,18 @@ func convoOfSize() *fakeupstream.Convo {
 // keep the request near 300 KB and 400 messages, a session is replaced (untimed) after 40
 // steps.
 func BenchmarkRequestPathWarm(b *testing.B) {
+	session := func(n int) (*fakeupstream.Convo, http.Header) {
+		return convoOfSize(), benchHeader(fmt.Sprintf("bench-%d", n))
+	}
+	benchWarm(b, anthropicBench, session, func(c *fakeupstream.Convo, _ int) bool { return len(c.Items) >= 440 }, "msgs/req")
+}
+
+// benchWarm is the warm request path of the benchmarks of one format, tg: a session whose
+// previous request is known, each request one more tool step, "no-cut" making no cut and
+// "after-cut" re-rendering a stored one. session returns the n-th session's conversation
+// and headers; a session is replaced (untimed) once full says so of its conversation and the
+// steps grown on it. It reports KB per request and the list's items per request as unit.
+func benchWarm(b *testing.B, tg target, session func(n int) (*fakeupstream.Convo, http.Header), full func(c *fakeupstream.Convo, grown int) bool, unit string) {
 	for _, tc := range []struct {
 		name   string
 		trimAt int
@@ -64,47 +104,37 @@ func BenchmarkRequestPathWarm(b *testing.B) {
 			p := benchProxy(b, tc.trimAt)
 			var c *fakeupstream.Convo
 			var h http.Header
-			sessions, size, msgs := 0, 0, 0
+			sessions, size, items, grown := 0, 0, 0, 0
 			fresh := func() {
-				c = convoOfSize()
 				sessions++
-				h = benchHeader(fmt.Sprintf("bench-%d", sessions))
-				body := c.Body()
-				if tc.trimAt == 0 {
-					// make one cut first, then keep the threshold out of reach
-					p.cfg().TrimAtTokens = 1000
-					if res, _, err := p.rewrite(h, body); err != nil || res.trimmed != 2 {
-						b.Fatalf("no cut: %v", err)
-					}
-				}
-				p.cfg().TrimAtTokens = 10_000_000
-				if _, _, err := p.rewrite(h, body); err != nil {
-					b.Fatal(err)
-				}
+				c, h = session(sessions)
+				grown = 0
+				startBenchSession(b, p, tg, h, c.Body(), tc.trimAt == 0)
 			}
 			fresh()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				if len(c.Items) >= 440 {
+				if full(c, grown) {
 					fresh()
 				}
 				c.Add()
+				grown++
 				body := c.Body()
 				size += len(body)
-				msgs += len(c.Items)
+				items += len(c.Items)
 				b.StartTimer()
-				res, _, err := p.rewrite(h, body)
-				if err != nil || res == nil {
-					b.Fatal(err)
-				}
+				res := benchRewrite(b, p, tg, h, body)
 				if tc.trimAt == 0 && res.trimmed != 1 {
 					b.Fatalf("trimmed = %d, want 1 (carried cut)", res.trimmed)
 				}
+				if tc.trimAt != 0 && res.trimmed != 0 {
+					b.Fatalf("trimmed = %d, want 0", res.trimmed)
+				}
 			}
 			b.ReportMetric(float64(size)/float64(b.N)/1024, "KB/req")
-			b.ReportMetric(float64(msgs)/float64(b.N), "msgs/req")
+			b.ReportMetric(float64(items)/float64(b.N), unit)
 		})
 	}
 }
@@ -141,11 +171,8 @@ func BenchmarkRequestPathNewCut(b *testing.B) {
 				p.cfg().TrimAtTokens = 60_000
 				b.SetBytes(int64(len(body)))
 				b.StartTimer()
-				res, _, err := p.rewrite(h, body)
+				res := benchRewrite(b, p, anthropicBench, h, body)
 				b.StopTimer()
-				if err != nil || res == nil {
-					b.Fatal(err)
-				}
 				if res.trimmed != 2 {
 					b.Fatalf("trimmed = %d, want 2 (new cut)", res.trimmed)
 				}

@@ -16,11 +16,10 @@ import (
 
 // parseChatMessage splits one Chat message into the facts the trim needs and its rows.
 func parseChatMessage(raw []byte) (*message, error) {
-	mem, err := objectMembers(raw)
+	m, mem, err := newMessage(raw)
 	if err != nil {
 		return nil, err
 	}
-	m := &message{raw: raw, contentAt: -1, idAt: -1, thinkingAt: -1}
 	var content, toolCalls, functionCall, thinkingBlocks, reasoning []byte
 	var callID, name string
 	for i, f := range mem {

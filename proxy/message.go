@@ -12,6 +12,17 @@ type block struct {
 	rendered []byte
 }
 
+// newMessage returns a message over the object raw, with no content, id or thinking member
+// found yet, and raw's members for the format's parse function to read (parseMessage,
+// parseChatMessage, parseResponsesItem).
+func newMessage(raw []byte) (*message, []member, error) {
+	mem, err := objectMembers(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &message{raw: raw, contentAt: -1, idAt: -1, thinkingAt: -1}, mem, nil
+}
+
 // message is one entry of the messages list, with what the trim needs to know about it.
 //
 // raw is the message's span of the body of the request being handled, and nothing the

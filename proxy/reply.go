@@ -146,20 +146,9 @@ func (a *replyAsm) chatEvent(data []byte) bool {
 	}
 	var ev struct {
 		Choices []struct {
-			Index int `json:"index"`
-			Delta struct {
-				Content   *string `json:"content"`
-				Reasoning string  `json:"reasoning_content"`
-				ToolCalls []struct {
-					Index    int    `json:"index"`
-					ID       string `json:"id"`
-					Function struct {
-						Name      string `json:"name"`
-						Arguments string `json:"arguments"`
-					} `json:"function"`
-				} `json:"tool_calls"`
-			} `json:"delta"`
-			FinishReason *string `json:"finish_reason"`
+			Index        int         `json:"index"`
+			Delta        chatMessage `json:"delta"`
+			FinishReason *string     `json:"finish_reason"`
 		} `json:"choices"`
 		Error json.RawMessage `json:"error"`
 	}
@@ -174,33 +163,58 @@ func (a *replyAsm) chatEvent(data []byte) bool {
 		if c.Index != 0 {
 			continue
 		}
-		if c.Delta.Content != nil {
-			a.text.WriteString(*c.Delta.Content)
-		}
-		a.reasoning.WriteString(c.Delta.Reasoning)
-		for _, tc := range c.Delta.ToolCalls {
-			if a.calls == nil {
-				a.calls = map[int]*replyCall{}
-			}
-			call := a.calls[tc.Index]
-			if call == nil {
-				call = &replyCall{}
-				a.calls[tc.Index] = call
-			}
-			if tc.ID != "" {
-				call.id = tc.ID
-			}
-			if tc.Function.Name != "" {
-				call.name = tc.Function.Name
-			}
-			call.args.WriteString(tc.Function.Arguments)
-		}
+		a.chatMessage(c.Delta, true)
 		if c.FinishReason != nil && *c.FinishReason != "" {
 			a.complete = true
 			return true
 		}
 	}
 	return false
+}
+
+// chatMessage is what the assembler reads of a Chat Completions message (a JSON body's
+// choices[].message) or of a stream chunk's choices[].delta.
+type chatMessage struct {
+	Content   *string `json:"content"`
+	Reasoning string  `json:"reasoning_content"`
+	ToolCalls []struct {
+		Index    int    `json:"index"` // stream deltas only: the call the piece belongs to
+		ID       string `json:"id"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// chatMessage adds m to the reply. A stream delta's tool-call pieces join the call of their
+// index (a piece with an id or a name sets it); a whole message's calls are
+// numbered in order.
+func (a *replyAsm) chatMessage(m chatMessage, delta bool) {
+	if m.Content != nil {
+		a.text.WriteString(*m.Content)
+	}
+	a.reasoning.WriteString(m.Reasoning)
+	for i, tc := range m.ToolCalls {
+		if a.calls == nil {
+			a.calls = map[int]*replyCall{}
+		}
+		if delta {
+			i = tc.Index
+		}
+		call := a.calls[i]
+		if call == nil || !delta {
+			call = &replyCall{}
+			a.calls[i] = call
+		}
+		if tc.ID != "" {
+			call.id = tc.ID
+		}
+		if tc.Function.Name != "" {
+			call.name = tc.Function.Name
+		}
+		call.args.WriteString(tc.Function.Arguments)
+	}
 }
 
 func (a *replyAsm) responsesEvent(data []byte) bool {
@@ -257,18 +271,8 @@ func (a *replyAsm) whole(body []byte) {
 	case chatFormat:
 		var b struct {
 			Choices []struct {
-				Index   int `json:"index"`
-				Message struct {
-					Content   *string `json:"content"`
-					Reasoning string  `json:"reasoning_content"`
-					ToolCalls []struct {
-						ID       string `json:"id"`
-						Function struct {
-							Name      string `json:"name"`
-							Arguments string `json:"arguments"`
-						} `json:"function"`
-					} `json:"tool_calls"`
-				} `json:"message"`
+				Index   int         `json:"index"`
+				Message chatMessage `json:"message"`
 			} `json:"choices"`
 		}
 		if json.Unmarshal(body, &b) != nil {
@@ -278,18 +282,7 @@ func (a *replyAsm) whole(body []byte) {
 			if c.Index != 0 {
 				continue
 			}
-			if c.Message.Content != nil {
-				a.text.WriteString(*c.Message.Content)
-			}
-			a.reasoning.WriteString(c.Message.Reasoning)
-			for i, tc := range c.Message.ToolCalls {
-				if a.calls == nil {
-					a.calls = map[int]*replyCall{}
-				}
-				call := &replyCall{id: tc.ID, name: tc.Function.Name}
-				call.args.WriteString(tc.Function.Arguments)
-				a.calls[i] = call
-			}
+			a.chatMessage(c.Message, false)
 			a.complete = true
 		}
 	case responsesFormat:

@@ -19,11 +19,10 @@ import (
 // parseResponsesItem splits one input item into the facts the trim needs and its rows.
 // Unknown item types are kept as they are and stored as compact JSON text rows.
 func parseResponsesItem(raw []byte) (*message, error) {
-	mem, err := objectMembers(raw)
+	m, mem, err := newMessage(raw)
 	if err != nil {
 		return nil, err
 	}
-	m := &message{raw: raw, contentAt: -1, idAt: -1, thinkingAt: -1}
 	var content, summary, args, input, action, output []byte
 	var callID, name, namespace string
 	hasRole := false

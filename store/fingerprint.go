@@ -131,53 +131,13 @@ func appendCanonical(b []byte, v any, depth int) ([]byte, error) {
 		}
 		return p.appendTo(b, true), nil
 	case []any:
-		b = append(b, '[')
-		for i, e := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = appendCanonical(b, e, depth+1); err != nil {
-				return nil, err
-			}
-		}
-		return append(b, ']'), nil
+		return appendArray(b, x, func(b []byte, e any) ([]byte, error) { return appendCanonical(b, e, depth+1) })
 	case []string:
-		b = append(b, '[')
-		for i, e := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSString(b, e)
-		}
-		return append(b, ']'), nil
+		return appendArray(b, x, appendJSStringValue)
 	case map[string]any:
-		keys := sortedKeys(x)
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSString(b, k)
-			b = append(b, ':')
-			var err error
-			if b, err = appendCanonical(b, x[k], depth+1); err != nil {
-				return nil, err
-			}
-		}
-		return append(b, '}'), nil
+		return appendObject(b, x, func(b []byte, e any) ([]byte, error) { return appendCanonical(b, e, depth+1) })
 	case map[string]string:
-		keys := sortedKeys(x)
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSString(b, k)
-			b = append(b, ':')
-			b = appendJSString(b, x[k])
-		}
-		return append(b, '}'), nil
+		return appendObject(b, x, appendJSStringValue)
 	default:
 		raw, err := json.Marshal(v) // encoding/json writes floats the JavaScript way too
 		if err != nil {
@@ -190,6 +150,41 @@ func appendCanonical(b []byte, v any, depth int) ([]byte, error) {
 		return p.appendTo(b, true), nil
 	}
 }
+
+// appendArray writes xs as a JSON array, each element by elem.
+func appendArray[V any](b []byte, xs []V, elem func([]byte, V) ([]byte, error)) ([]byte, error) {
+	b = append(b, '[')
+	for i, e := range xs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = elem(b, e); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// appendObject writes m as a JSON object with its keys in code point order, each value by elem.
+func appendObject[V any](b []byte, m map[string]V, elem func([]byte, V) ([]byte, error)) ([]byte, error) {
+	b = append(b, '{')
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSString(b, k)
+		b = append(b, ':')
+		var err error
+		if b, err = elem(b, m[k]); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// appendJSStringValue is appendJSString as an element writer of appendArray and appendObject.
+func appendJSStringValue(b []byte, s string) ([]byte, error) { return appendJSString(b, s), nil }
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

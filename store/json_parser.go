@@ -140,38 +140,37 @@ func (p *jsonParser) number() (jsonValue, error) {
 	case i < len(d) && d[i] == '0':
 		i++
 	case i < len(d) && d[i] >= '1' && d[i] <= '9':
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
+		i, _ = skipDigits(d, i)
 	default:
 		p.i = i
 		return jsonValue{}, p.errorf("invalid number")
 	}
+	ok := true
 	if i < len(d) && d[i] == '.' {
-		i++
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			p.i = i
-			return jsonValue{}, p.errorf("invalid number")
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
+		i, ok = skipDigits(d, i+1)
 	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+	if ok && i < len(d) && (d[i] == 'e' || d[i] == 'E') {
 		i++
 		if i < len(d) && (d[i] == '+' || d[i] == '-') {
 			i++
 		}
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			p.i = i
-			return jsonValue{}, p.errorf("invalid number")
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
+		i, ok = skipDigits(d, i)
 	}
 	p.i = i
+	if !ok { // a fraction or an exponent without digits
+		return jsonValue{}, p.errorf("invalid number")
+	}
 	return jsonValue{kind: 'l', lit: d[start:i]}, nil
+}
+
+// skipDigits returns the index past the ASCII digits of d from i; ok is false when there
+// are none (the index is then i).
+func skipDigits(d []byte, i int) (next int, ok bool) {
+	j := i
+	for j < len(d) && d[j] >= '0' && d[j] <= '9' {
+		j++
+	}
+	return j, j > i
 }
 
 func validNumber(b []byte) bool {
@@ -189,16 +188,9 @@ func (p *jsonParser) enter() error {
 }
 
 func (p *jsonParser) array() (jsonValue, error) {
-	if err := p.enter(); err != nil {
-		return jsonValue{}, err
-	}
-	p.i++ // [
 	v := jsonValue{kind: '['}
-	p.skipSpace()
-	if p.i < len(p.data) && p.data[p.i] == ']' {
-		p.i++
-		p.depth--
-		return v, nil
+	if empty, err := p.open(']'); err != nil || empty {
+		return v, err
 	}
 	for {
 		p.skipSpace()
@@ -207,34 +199,16 @@ func (p *jsonParser) array() (jsonValue, error) {
 			return jsonValue{}, err
 		}
 		v.elems = append(v.elems, e)
-		p.skipSpace()
-		if p.i >= len(p.data) {
-			return jsonValue{}, p.errorf("unexpected end of input in array")
-		}
-		switch p.data[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			p.depth--
-			return v, nil
-		default:
-			return jsonValue{}, p.errorf("unexpected %q in array", p.data[p.i])
+		if more, err := p.next(']', "array"); err != nil || !more {
+			return v, err
 		}
 	}
 }
 
 func (p *jsonParser) object() (jsonValue, error) {
-	if err := p.enter(); err != nil {
-		return jsonValue{}, err
-	}
-	p.i++ // {
 	v := jsonValue{kind: '{'}
-	p.skipSpace()
-	if p.i < len(p.data) && p.data[p.i] == '}' {
-		p.i++
-		p.depth--
-		return v, nil
+	if empty, err := p.open('}'); err != nil || empty {
+		return v, err
 	}
 	var index map[string]int // built once an object is large enough to need it
 	for {
@@ -283,20 +257,45 @@ func (p *jsonParser) object() (jsonValue, error) {
 				}
 			}
 		}
-		p.skipSpace()
-		if p.i >= len(p.data) {
-			return jsonValue{}, p.errorf("unexpected end of input in object")
+		if more, err := p.next('}', "object"); err != nil || !more {
+			return v, err
 		}
-		switch p.data[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			p.depth--
-			return v, nil
-		default:
-			return jsonValue{}, p.errorf("unexpected %q in object", p.data[p.i])
-		}
+	}
+}
+
+// open consumes the opening bracket of an array or object at p.i and enters one level; with
+// empty it has also consumed the closing byte (and left the level).
+func (p *jsonParser) open(closing byte) (empty bool, err error) {
+	if err := p.enter(); err != nil {
+		return false, err
+	}
+	p.i++
+	p.skipSpace()
+	if p.i < len(p.data) && p.data[p.i] == closing {
+		p.i++
+		p.depth--
+		return true, nil
+	}
+	return false, nil
+}
+
+// next consumes what follows an element or member of the array or object named what: more
+// after a comma, !more after the closing byte (the level is left).
+func (p *jsonParser) next(closing byte, what string) (more bool, err error) {
+	p.skipSpace()
+	if p.i >= len(p.data) {
+		return false, p.errorf("unexpected end of input in %s", what)
+	}
+	switch p.data[p.i] {
+	case ',':
+		p.i++
+		return true, nil
+	case closing:
+		p.i++
+		p.depth--
+		return false, nil
+	default:
+		return false, p.errorf("unexpected %q in %s", p.data[p.i], what)
 	}
 }
 

@@ -108,6 +108,12 @@ func rankAll(ctx context.Context, db conn, q rankQuery, limit int) ([]rankedRow,
 	stmt := "SELECT messages_fts.rowid, " + matched + " AS matched, bm25(messages_fts) AS score FROM messages_fts" + q.join +
 		" WHERE messages_fts MATCH ?" + strconv.Itoa(len(args)-len(q.fargs)-1) + numbered(q.filter, len(args)-len(q.fargs)) +
 		" ORDER BY matched DESC, score, messages_fts.rowid DESC LIMIT ?" + strconv.Itoa(len(args))
+	return queryRanked(ctx, db, stmt, args, func(r *rankedRow) []any { return []any{&r.seq, &r.matched, &r.score} })
+}
+
+// queryRanked runs stmt and returns its rows in order, each read by rows.Scan into the
+// fields dest names of a fresh rankedRow.
+func queryRanked(ctx context.Context, db conn, stmt string, args []any, dest func(*rankedRow) []any) ([]rankedRow, error) {
 	rows, err := db.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return nil, fmt.Errorf("rank matches: %w", err)
@@ -116,7 +122,7 @@ func rankAll(ctx context.Context, db conn, q rankQuery, limit int) ([]rankedRow,
 	var out []rankedRow
 	for rows.Next() {
 		var r rankedRow
-		if err := rows.Scan(&r.seq, &r.matched, &r.score); err != nil {
+		if err := rows.Scan(dest(&r)...); err != nil {
 			return nil, fmt.Errorf("rank matches: %w", err)
 		}
 		out = append(out, r)
@@ -279,21 +285,8 @@ func scoreSet(ctx context.Context, db conn, q rankQuery, mask uint64, limit int)
 		stmt += " ORDER BY 2, 1 DESC LIMIT ?"
 		args = append(args, limit)
 	}
-	rows, err := db.QueryContext(ctx, stmt, args...)
-	if err != nil {
-		return nil, fmt.Errorf("rank matches: %w", err)
-	}
-	defer rows.Close()
-	var out []rankedRow
-	for rows.Next() {
-		r := rankedRow{matched: len(have)}
-		if err := rows.Scan(&r.seq, &r.score); err != nil {
-			return nil, fmt.Errorf("rank matches: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("rank matches: %w", err)
-	}
-	return out, nil
+	return queryRanked(ctx, db, stmt, args, func(r *rankedRow) []any {
+		r.matched = len(have)
+		return []any{&r.seq, &r.score}
+	})
 }

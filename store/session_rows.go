@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -138,37 +139,22 @@ func (r *Root) Events(ctx context.Context, sid string, limit int) ([]EventInfo, 
 		return nil, fmt.Errorf("session events: %w", err)
 	}
 	defer rd.Close()
-	cols, ok := eventColumns(rd.SchemaVersion(), "id", "at", "kind", "location", "error", "tokens_before", "tokens_after", "dropped",
-		"model", "trimmed", "input_tokens", "cache_read_tokens", "cache_creation_tokens", "output_tokens", "breakpoints")
-	if !ok {
-		return nil, nil // no events table
+	names := []string{"id", "at", "kind", "location", "error", "tokens_before", "tokens_after", "dropped",
+		"model", "trimmed", "input_tokens", "cache_read_tokens", "cache_creation_tokens", "output_tokens", "breakpoints"}
+	query := func(cols string) (string, []any) {
+		if limit > 0 {
+			return "SELECT * FROM (SELECT " + cols + " FROM events ORDER BY id DESC LIMIT ?) ORDER BY 1", []any{limit}
+		}
+		return "SELECT " + cols + " FROM events ORDER BY id", nil
 	}
-	db, err := rd.pool()
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, statusDBTimeout)
-	defer cancel()
-	query := "SELECT " + cols + " FROM events ORDER BY id"
-	var args []any
-	if limit > 0 {
-		query = "SELECT * FROM (SELECT " + cols + " FROM events ORDER BY id DESC LIMIT ?) ORDER BY 1"
-		args = append(args, limit)
-	}
-	q, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("session events of %s: %w", sid, err)
-	}
-	defer q.Close()
-	var out []EventInfo
-	for q.Next() {
+	out, err := queryEvents(ctx, rd, names, query, func(q *sql.Rows) (EventInfo, error) {
 		var e EventInfo
 		var at string
 		var location, errType, model *string
 		var ints [9]*int64
 		if err := q.Scan(&e.ID, &at, &e.Kind, &location, &errType, &ints[0], &ints[1], &ints[2], &model,
 			&ints[3], &ints[4], &ints[5], &ints[6], &ints[7], &ints[8]); err != nil {
-			return nil, fmt.Errorf("session events of %s: %w", sid, err)
+			return e, err
 		}
 		e.At, _ = time.Parse(time.RFC3339, at) // the writer's ISO 8601 UTC; anything else stays zero
 		e.Location, e.Error, e.Model = deref(location), deref(errType), deref(model)
@@ -179,10 +165,10 @@ func (r *Root) Events(ctx context.Context, sid string, limit int) ([]EventInfo, 
 				*p = *ints[i]
 			}
 		}
-		out = append(out, e)
-	}
-	if err := q.Err(); err != nil {
+		return e, nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("session events of %s: %w", sid, err)
 	}
-	return out, q.Close()
+	return out, nil
 }

@@ -110,85 +110,76 @@ func TestSessionFileNames(t *testing.T) {
 	}
 }
 
-// TestLegacyDotDatabaseStillOpens: a database a dot id got before the escape rule
-// (sessions/.x.db) is still the session's, read and written in place.
-func TestLegacyDotDatabaseStillOpens(t *testing.T) {
+// TestLegacyDotDatabase: a database a dot id got before the escape rule (sessions/.x.db) is
+// still the session's. Alone it is read and written in place; beside the escaped %2Ex.db (an
+// older version wrote it after this one made the escaped one), session .x is listed once, with
+// the counts of the database its reads open, and the dashboard's other listings agree.
+func TestLegacyDotDatabase(t *testing.T) {
 	t.Parallel()
-	r := newRoot(t)
-	ctx := context.Background()
-	writeDashSession(t, r, "legacy-src", []RowWrite{{Fingerprint: strings.Repeat("e", 32), Thread: "t", Role: "user", Kind: "text", Text: "old row", InContext: true}})
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(r.Dir(), "sessions")
-	if err := os.Rename(filepath.Join(dir, "legacy-src.db"), filepath.Join(dir, ".x.db")); err != nil {
-		t.Fatal(err)
-	}
-	r2, err := Open(r.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r2.Close() })
-	if !r2.HasSession(".x") {
-		t.Fatal("the legacy .x.db is not found for session .x")
-	}
-	writeDashSession(t, r2, ".x", []RowWrite{{Fingerprint: strings.Repeat("d", 32), Thread: "t", Role: "user", Kind: "text", Text: "new row", InContext: true}})
-	if _, total, err := r2.Rows(ctx, ".x", 0, 10, 100); err != nil || total != 2 {
-		t.Fatalf("rows of .x: %d, %v; want the old and the new row in one database", total, err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "%2Ex.db")); err == nil {
-		t.Error("a second database was made beside the legacy one")
-	}
-	infos, err := r2.Sessions(ctx)
-	if err != nil || len(infos) != 1 || infos[0].SessionID != ".x" {
-		t.Fatalf("Sessions = %+v, %v; want .x", infos, err)
-	}
-}
-
-// TestLegacyDotDatabaseBesideEscaped: when sessions/ holds both a legacy .x.db and the escaped
-// %2Ex.db (an older version wrote the first after this one made the second), session .x is
-// listed once, with the counts of the database its reads open, and the dashboard's other
-// listings agree.
-func TestLegacyDotDatabaseBesideEscaped(t *testing.T) {
-	t.Parallel()
-	r := newRoot(t)
-	ctx := context.Background()
 	row := func(fp, text string) RowWrite {
 		return RowWrite{Fingerprint: strings.Repeat(fp, 32), Thread: "t", Role: "user", Kind: "text", Text: text, InContext: true}
 	}
-	writeDashSession(t, r, ".x", []RowWrite{row("a", "new row")}, Event{Kind: "usage"})
-	writeDashSession(t, r, "legacy-src", []RowWrite{row("b", "old row"), row("c", "old row 2")}, Event{Kind: "usage"})
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(r.Dir(), "sessions")
-	if err := os.Rename(filepath.Join(dir, "legacy-src.db"), filepath.Join(dir, ".x.db")); err != nil {
-		t.Fatal(err)
-	}
-	r2, err := Open(r.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r2.Close() })
-	if _, total, err := r2.Rows(ctx, ".x", 0, 10, 100); err != nil || total != 1 {
-		t.Fatalf("rows of .x: %d, %v; want the escaped database's one row", total, err)
-	}
-	infos, err := r2.Sessions(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var listed []string
-	for _, in := range infos {
-		listed = append(listed, in.SessionID)
-	}
-	if len(infos) != 1 || infos[0].SessionID != ".x" || infos[0].Rows != 1 {
-		t.Fatalf("Sessions lists %q (%+v); want .x once, with the 1 row its page shows", listed, infos)
-	}
-	files, err := r2.listSessionFiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) != 1 || files[0].sid != ".x" || files[0].stamp.db.size <= 0 {
-		t.Fatalf("listSessionFiles (Daily, Status and savings list from it): %+v", files)
+	for _, tc := range []struct {
+		name    string
+		escaped []RowWrite // session .x's rows, written before the legacy file appears; nil: no escaped database
+		legacy  []RowWrite // the rows of the database renamed to .x.db
+		events  []Event
+		check   func(t *testing.T, ctx context.Context, r *Root, dir string)
+	}{
+		{name: "alone, still opens", legacy: []RowWrite{row("e", "old row")}, check: func(t *testing.T, ctx context.Context, r2 *Root, dir string) {
+			if !r2.HasSession(".x") {
+				t.Fatal("the legacy .x.db is not found for session .x")
+			}
+			writeDashSession(t, r2, ".x", []RowWrite{row("d", "new row")})
+			if _, total, err := r2.Rows(ctx, ".x", 0, 10, 100); err != nil || total != 2 {
+				t.Fatalf("rows of .x: %d, %v; want the old and the new row in one database", total, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "%2Ex.db")); err == nil {
+				t.Error("a second database was made beside the legacy one")
+			}
+			infos, err := r2.Sessions(ctx)
+			if err != nil || len(infos) != 1 || infos[0].SessionID != ".x" {
+				t.Fatalf("Sessions = %+v, %v; want .x", infos, err)
+			}
+		}},
+		{name: "beside the escaped one", escaped: []RowWrite{row("a", "new row")}, legacy: []RowWrite{row("b", "old row"), row("c", "old row 2")},
+			events: []Event{{Kind: "usage"}}, check: func(t *testing.T, ctx context.Context, r2 *Root, _ string) {
+				if _, total, err := r2.Rows(ctx, ".x", 0, 10, 100); err != nil || total != 1 {
+					t.Fatalf("rows of .x: %d, %v; want the escaped database's one row", total, err)
+				}
+				infos, err := r2.Sessions(ctx)
+				if err != nil || len(infos) != 1 || infos[0].SessionID != ".x" || infos[0].Rows != 1 {
+					t.Fatalf("Sessions = %+v, %v; want .x once, with the 1 row its page shows", infos, err)
+				}
+				files, err := r2.listSessionFiles()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(files) != 1 || files[0].sid != ".x" || files[0].stamp.db.size <= 0 {
+					t.Fatalf("listSessionFiles (Daily, Status and savings list from it): %+v", files)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRoot(t)
+			if tc.escaped != nil {
+				writeDashSession(t, r, ".x", tc.escaped, tc.events...)
+			}
+			writeDashSession(t, r, "legacy-src", tc.legacy, tc.events...)
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(r.Dir(), "sessions")
+			if err := os.Rename(filepath.Join(dir, "legacy-src.db"), filepath.Join(dir, ".x.db")); err != nil {
+				t.Fatal(err)
+			}
+			r2, err := Open(r.Dir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = r2.Close() })
+			tc.check(t, context.Background(), r2, dir)
+		})
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -224,10 +225,29 @@ func (r *Root) statusEvents(ctx context.Context, sid, since string) (_ []statusE
 		return nil, err
 	}
 	defer rd.Close()
-	cols, ok := eventColumns(rd.SchemaVersion(), "at", "kind", "version", "location", "error", "tokens_before", "tokens_after", "dropped",
-		"trimmed", "input_tokens", "cache_read_tokens", "cache_creation_tokens", "output_tokens", "breakpoints", "breakpoint_at")
+	names := []string{"at", "kind", "version", "location", "error", "tokens_before", "tokens_after", "dropped",
+		"trimmed", "input_tokens", "cache_read_tokens", "cache_creation_tokens", "output_tokens", "breakpoints", "breakpoint_at"}
+	query := func(cols string) (string, []any) {
+		return "SELECT " + cols + " FROM events WHERE at >= ?", []any{since}
+	}
+	return queryEvents(ctx, rd, names, query, func(rows *sql.Rows) (statusEvent, error) {
+		var e statusEvent
+		var version, location, errType, breakpointAt *string
+		err := rows.Scan(&e.at, &e.kind, &version, &location, &errType, &e.tokensBefore, &e.tokensAfter, &e.dropped,
+			&e.trimmed, &e.input, &e.cacheRead, &e.cacheCreation, &e.output, &e.breakpoints, &breakpointAt)
+		e.version, e.location, e.errType, e.breakpointAt = deref(version), deref(location), deref(errType), deref(breakpointAt)
+		return e, err
+	})
+}
+
+// queryEvents reads the events table of rd's session database within statusDBTimeout, one T
+// a row by scan. query is given the SELECT column list of names for rd's schema version
+// (eventColumns) and returns the statement and its arguments. A database without an events
+// table (schema 1) has no events: nil and no error.
+func queryEvents[T any](ctx context.Context, rd *Reader, names []string, query func(cols string) (string, []any), scan func(*sql.Rows) (T, error)) ([]T, error) {
+	cols, ok := eventColumns(rd.SchemaVersion(), names...)
 	if !ok {
-		return nil, nil // no events table
+		return nil, nil
 	}
 	db, err := rd.pool()
 	if err != nil {
@@ -235,20 +255,18 @@ func (r *Root) statusEvents(ctx context.Context, sid, since string) (_ []statusE
 	}
 	ctx, cancel := context.WithTimeout(ctx, statusDBTimeout)
 	defer cancel()
-	rows, err := db.QueryContext(ctx, "SELECT "+cols+" FROM events WHERE at >= ?", since)
+	stmt, args := query(cols)
+	rows, err := db.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []statusEvent
+	var out []T
 	for rows.Next() {
-		var e statusEvent
-		var version, location, errType, breakpointAt *string
-		if err := rows.Scan(&e.at, &e.kind, &version, &location, &errType, &e.tokensBefore, &e.tokensAfter, &e.dropped,
-			&e.trimmed, &e.input, &e.cacheRead, &e.cacheCreation, &e.output, &e.breakpoints, &breakpointAt); err != nil {
+		e, err := scan(rows)
+		if err != nil {
 			return nil, err
 		}
-		e.version, e.location, e.errType, e.breakpointAt = deref(version), deref(location), deref(errType), deref(breakpointAt)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {

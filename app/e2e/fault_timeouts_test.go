@@ -7,17 +7,15 @@ package e2e_test
 // app/serve_timeouts_test.go holds the fast in-process versions of the same checks.
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/smarter-compact/smarter-compact/app/apptest"
+	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 )
 
 // faultHang bounds every wait on a stalled peer: with both timeouts at 1 s an answer after
@@ -26,61 +24,25 @@ const faultHang = 20 * time.Second
 
 var faultTimeouts = []string{"CONTEXT_PROXY_BODY_READ_TIMEOUT_S=1", "CONTEXT_PROXY_UPSTREAM_IDLE_TIMEOUT_S=1"}
 
-const faultStreamRequest = `{"model":"claude-sonnet-4-5","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
-
 // TestE2EFaultSlowBody: a client that sends one byte of its body and stalls (slowloris) gets
 // a 400 naming body_read_timeout_s and its connection closed, well before faultHang.
 func TestE2EFaultSlowBody(t *testing.T) {
 	bin := buildBinary(t)
 	srv := startServe(t, bin, append([]string{"SMARTER_COMPACT_UPSTREAM_ANTHROPIC=http://127.0.0.1:1"}, faultTimeouts...)...)
 	logServeOnFailure(t, srv)
-	conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(srv.port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	start := time.Now()
-	fmt.Fprintf(conn, "POST /claude-code/v1/messages HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		srv.port, len(faultStreamRequest), faultStreamRequest[:1])
-	_ = conn.SetReadDeadline(time.Now().Add(faultHang))
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("no answer to the stalled body after %s: %v", time.Since(start).Round(time.Millisecond), err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	took := time.Since(start)
-	t.Logf("stalled body answered %d after %s: %q", resp.StatusCode, took.Round(time.Millisecond), body)
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "body_read_timeout_s") {
-		t.Fatalf("status %d, body %q; want 400 naming body_read_timeout_s", resp.StatusCode, body)
-	}
-	if _, err := br.ReadByte(); err != io.EOF {
-		t.Errorf("after the answer: %v, want the server to close the connection (EOF)", err)
-	}
-	if took >= faultHang/2 {
-		t.Errorf("answered after %s with body_read_timeout_s = 1", took)
-	}
+	apptest.CheckSlowBody(t, srv.port, faultHang)
 }
 
 // TestE2EFaultSilentUpstream: an upstream that accepts the request and never answers; the
 // client gets serve's 504 well before faultHang, and serve still answers the next request.
 func TestE2EFaultSilentUpstream(t *testing.T) {
 	bin := buildBinary(t)
-	release := make(chan struct{})
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select { // silent until the proxy gives up (or the test ends: Close waits for handlers)
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	defer upstream.Close()
-	defer close(release)
-	srv := startServe(t, bin, append([]string{"SMARTER_COMPACT_UPSTREAM_ANTHROPIC=" + upstream.URL}, faultTimeouts...)...)
+	upstream := fakeupstream.StartSilent(t)
+	srv := startServe(t, bin, append([]string{"SMARTER_COMPACT_UPSTREAM_ANTHROPIC=" + upstream}, faultTimeouts...)...)
 	logServeOnFailure(t, srv)
 	for i := range 2 {
 		ctx, cancel := context.WithTimeout(t.Context(), faultHang)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.url()+"/claude-code/v1/messages", strings.NewReader(faultStreamRequest))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.url()+"/claude-code/v1/messages", strings.NewReader(apptest.StreamRequest))
 		req.Header.Set("Content-Type", "application/json")
 		start := time.Now()
 		resp, err := http.DefaultClient.Do(req)

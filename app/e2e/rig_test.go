@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -37,6 +36,7 @@ import (
 	"github.com/chromedp/chromedp"
 	_ "github.com/mattn/go-sqlite3" // the session databases, opened read-only
 
+	"github.com/smarter-compact/smarter-compact/app/apptest"
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 	"github.com/smarter-compact/smarter-compact/store"
 )
@@ -174,17 +174,9 @@ func goBuild(dir string) (string, error) {
 	return bin, nil
 }
 
-// freePort returns a loopback port that was free a moment ago: another process could take
-// it before the caller binds it, so callers retry a start that fails with "in use".
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// freePort returns a loopback port that was free a moment ago (apptest.FreePort): callers
+// retry a start that fails with "in use".
+func freePort(t *testing.T) int { t.Helper(); return apptest.FreePort(t) }
 
 // waitFor polls cond every 50 ms until it holds (true) or d has passed (false).
 func waitFor(d time.Duration, cond func() bool) bool {
@@ -337,22 +329,7 @@ func (p *serveProc) exitErr() error {
 }
 
 // syncBuffer is a bytes.Buffer safe for a process writing and the test reading.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = apptest.SyncBuffer
 
 // tap is a pass-through in front of serve that records each request body as the agent
 // sent it, so the test can compare what the agent sent with what reached the model. It

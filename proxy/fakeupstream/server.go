@@ -178,6 +178,22 @@ func Start(t testing.TB, opts Options) *Server {
 	return s
 }
 
+// StartSilent serves an upstream that accepts each request and never answers it: the
+// request waits until its client gives up (a proxy's upstream idle timeout) or t ends. It
+// returns the server's base URL.
+func StartSilent(t testing.TB) string {
+	t.Helper()
+	release := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release: // t ended: Close waits for the handlers
+		}
+	}))
+	t.Cleanup(func() { close(release); ts.Close() })
+	return ts.URL
+}
+
 // rules returns the rules of a model: Options.Models first, then DefaultRules.
 func (s *Server) rules(model string) ModelRules {
 	if r, ok := s.opts.Models[model]; ok {

@@ -45,7 +45,8 @@ type vectorIndex struct {
 	codes     []int8           // stride codes per slot (quantize); the padding is 0
 	quant     []quantized      // per slot: how its codes stand for its vector
 	scratch   []float64        // per slot: the first pass's upper bound of the cosine
-	qcodes    []int16          // the query's codes, stride of them
+	qcodes    []int16          // the query's codes, stride of them, widened for dot8
+	qcodes8   []int8           // the query's codes as quantize writes them
 	roleWant  []bool           // per role index: under the search's roles filter
 	mem       memEntry         // its place in the search memory budget (search_memory.go)
 }
@@ -255,9 +256,9 @@ func nearest(ctx context.Context, db conn, o SearchOptions, k int, also []int64)
 	// ‖x − x̃‖/‖x‖ + (‖q − q̃‖/‖q‖)·(‖x̃‖/‖x‖) of t·s·(d·c)/(‖q‖‖x‖); d·c is an exact integer.
 	stride := codeStride(vi.dim)
 	vi.qcodes = slices.Grow(vi.qcodes[:0], stride)[:stride]
-	qc := make([]int8, stride)
-	qq := quantize(q, qn, qc)
-	for j, c := range qc {
+	vi.qcodes8 = slices.Grow(vi.qcodes8[:0], stride)[:stride]
+	qq := quantize(q, qn, vi.qcodes8)
+	for j, c := range vi.qcodes8 {
 		vi.qcodes[j] = int16(c)
 	}
 	t := qq.scale // t/‖q‖

@@ -19,7 +19,6 @@ require (
 	github.com/pmezard/go-difflib v1.0.0
 	github.com/tailscale/hujson v0.0.0-20260727124030-b80ff77dac4f
 	golang.org/x/sys v0.48.0
-	gonum.org/v1/gonum v0.17.0
 )
 
 require (

@@ -77,8 +77,23 @@ func TestSearchMemoryBudget(t *testing.T) {
 	searchMem.mu.Lock()
 	one := searchMem.used
 	searchMem.mu.Unlock()
+	// Room for one session's caches and less than either of another's: b's push out both of a's.
+	rd := mustReader(t, r, "a")
+	c, err := rd.conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sr.vimu.Lock()
+	vi := c.sr.vectors
+	c.sr.vimu.Unlock()
+	c.sr.gimu.Lock()
+	gi := c.sr.grams
+	c.sr.gimu.Unlock()
+	searchMem.mu.Lock()
+	vbytes, gbytes := vi.mem.bytes, gi.mem.bytes
+	searchMem.mu.Unlock()
 
-	defer searchMem.setLimit(searchMem.setLimit(one + one/2))
+	defer searchMem.setLimit(searchMem.setLimit(one + min(vbytes, gbytes)/2))
 	if got := run("b"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("b: %+v, want %+v", got, want)
 	}
@@ -102,8 +117,8 @@ func TestSearchMemoryBudget(t *testing.T) {
 	// Indexed under that budget from the start: the texts are let go while the rows are read.
 	d := mustSession(t, r, "c")
 	syncTestRows(t, d, slices.Repeat(trs, 3))
-	rd := mustReader(t, r, "c")
-	c, err := rd.conn()
+	rd = mustReader(t, r, "c")
+	c, err = rd.conn()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -298,7 +298,8 @@ func resolvePlan(ts *threadState, msgs []*message) cutPlan {
 }
 
 // event queues e on the session's write queue, after the rows queued before it, as a held
-// write (store.AddEventHeld): it commits with the session's next reply rather than alone.
+// write (store.AddEventHeld): a trim event commits with the request's rows queued right after
+// it, a usage event with the session's next request, rather than each alone.
 func (p *Proxy) event(sid string, e store.Event) {
 	failed := func(err error) {
 		p.storeWarn("smarter-compact: writing an event failed", err, "kind", e.Kind)

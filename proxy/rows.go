@@ -207,12 +207,13 @@ func (m *message) endChain(end string) {
 }
 
 // storeRows queues the request's rows with their in_context flags on the session's write
-// queue (contract: Rows), so the request goes upstream without waiting for SQLite. Only the
-// messages not handed to the store before with the same flags go (message.handed): a warm
-// request hands its new step, a new cut the rows it moves, rather than the whole history. They are a
-// held write (store.SyncRowsHeld): the reply's rows, queued unheld before the end of the
-// response, commit them in the same transaction. A database error is logged as a fail-open
-// line from the queue; the request has its view.
+// queue (contract: Rows), so the request goes upstream without waiting for SQLite; they
+// commit while it is answered, with the events held before them (Proxy.event). They are not
+// held themselves: the reply's commit, which the end of the response waits for, would carry
+// them and put their inserts on the path to the client's last byte. Only the messages not
+// handed to the store before with the same flags go (message.handed): a warm request hands
+// its new step, a new cut the rows it moves, rather than the whole history. A database
+// error is logged as a fail-open line from the queue; the request has its view.
 //
 // Once stored, a row's text is freed (settleStores, at the session's next request): the
 // thread cache keeps the message for the fast path and the store has the text, so a session
@@ -257,7 +258,7 @@ func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cu
 	}
 	job := &storeJob{msgs: handed}
 	onStored := p.cfg().OnRowsStored
-	db.SyncRowsHeld(rows, now, func(res store.SyncResult, err error) {
+	db.SyncRowsLater(rows, now, func(res store.SyncResult, err error) {
 		switch {
 		case errors.Is(err, store.ErrTextGone):
 			p.log.Warn("smarter-compact: the session's database lacks rows it had stored; the next request stores them again", "session", sid)

@@ -97,8 +97,8 @@ func BenchmarkCheckHeader(b *testing.B) {
 // BenchmarkQueuedWarm is the store's side of serve's throughput run: sessions (each a
 // 400-row history) send warm requests back to back, all at once; a request queues its rows,
 // then its reply's rows, waiting for them as the proxy waits before the last byte, then its
-// usage event. "held" is the proxy's way (the request's rows and the event held, so a request
-// costs one commit), "later" the way before (each write starts its commit). ns/op and
+// usage event. "held" holds both the request's rows and the event (one commit a request),
+// "later" holds neither (each write starts its commit); the proxy holds only the event. ns/op and
 // cpu-ms/op are per request, the writers' limit is the Root's default.
 func BenchmarkQueuedWarm(b *testing.B) {
 	for _, mode := range []string{"later", "held"} {

@@ -285,9 +285,9 @@ func TestQueuedBatchWithAFailingWrite(t *testing.T) {
 	}
 }
 
-// A held write (a request's rows, its usage event) starts no commit of its own: it waits on
-// the queue and commits in the transaction of the session's next unheld write (the reply's
-// rows), whose callback then sees all of them stored. Alone, it commits after HoldWait. In a
+// A held write (here rows and a usage event) starts no commit of its own: it waits on
+// the queue and commits in the transaction of the session's next unheld write, whose
+// callback then sees all of them stored. Alone, it commits after HoldWait. In a
 // synctest bubble, synctest.Wait returns only once a drain that had started has finished
 // its SQLite calls, so "not committed yet" is checked after any commit could have happened.
 func TestHeldWritesCommitWithTheNextWrite(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 // and so the MCP tools and the dashboard) waits for the session's queue first, so a read
 // after a request sees what the request stored; Root.Close and retention wait too.
 //
-// A held write (SyncRowsHeld, AddEventHeld) does not start a commit of its own: it waits on
+// A held write (AddEventHeld) does not start a commit of its own: it waits on
 // the queue for the session's next write that does, and goes into that write's transaction,
 // or commits alone after HoldWait, or as soon as anything waits for the queue (Settle, and so
 // every read, Close and retention). The proxy holds its events: a request's trim event goes
@@ -58,7 +58,7 @@ type queuedJob struct {
 	sync   *syncJob
 	event  *Event
 	failed func(error) // an event's, may be nil
-	hold   bool        // a held write: waits for the next unheld one (SyncRowsHeld, AddEventHeld)
+	hold   bool        // a held write: waits for the next unheld one (AddEventHeld)
 }
 
 type writeQueue struct {
@@ -284,16 +284,9 @@ func (d *DB) SyncRowsLater(rows []RowWrite, now time.Time, done func(SyncResult,
 	}
 }
 
-// SyncRowsHeld is SyncRowsLater as a held write: it commits with the session's next unheld
-// write, after HoldWait, or when something settles the queue, whichever comes first.
-func (d *DB) SyncRowsHeld(rows []RowWrite, now time.Time, done func(SyncResult, error)) {
-	err := d.enqueue(queuedJob{sync: &syncJob{rows: rows, now: now, done: done}, hold: true})
-	if err != nil && done != nil {
-		done(SyncResult{}, d.noted(err))
-	}
-}
-
-// AddEventHeld is AddEventLater as a held write (SyncRowsHeld).
+// AddEventHeld is AddEventLater as a held write: the event commits with the session's next
+// unheld write, after HoldWait, or when something settles the queue, whichever comes first;
+// failed (may be nil) gets the error on the queue's goroutine.
 func (d *DB) AddEventHeld(e Event, failed func(error)) {
 	if e.At.IsZero() {
 		e.At = time.Now()

@@ -285,7 +285,7 @@ func TestQueuedBatchWithAFailingWrite(t *testing.T) {
 	}
 }
 
-// A held write (here rows and a usage event) starts no commit of its own: it waits on
+// A held write (here a trim and a usage event) starts no commit of its own: it waits on
 // the queue and commits in the transaction of the session's next unheld write, whose
 // callback then sees all of them stored. Alone, it commits after HoldWait. In a
 // synctest bubble, synctest.Wait returns only once a drain that had started has finished
@@ -295,43 +295,43 @@ func TestHeldWritesCommitWithTheNextWrite(t *testing.T) {
 		r := newRoot(t)
 		d := mustSession(t, r, "held")
 		other := otherConn(t, d.Path(), "mode=ro")
-		count := func() int64 { return queryInt(t, other, "SELECT count(*) FROM messages") }
-		reply := chain([4]string{"user", "text", "", "list the files"}, [4]string{"assistant", "tool_use", "Bash", "ls"})
+		count := func() int64 { return queryInt(t, other, "SELECT count(*) FROM events") }
+		rows := chain([4]string{"user", "text", "", "list the files"}, [4]string{"assistant", "tool_use", "Bash", "ls"})
 		before := d.commits.Load()
-		d.SyncRowsHeld(reply[:1], time.Now(), nil)
+		d.AddEventHeld(Event{Kind: "trim", Version: "v"}, func(err error) { t.Errorf("event: %v", err) })
 		d.AddEventHeld(Event{Kind: "usage", Version: "v"}, func(err error) { t.Errorf("event: %v", err) })
 		synctest.Wait()
 		time.Sleep(HoldWait / 2)
 		synctest.Wait()
 		if n := d.commits.Load() - before; n != 0 || count() != 0 {
-			t.Fatalf("held writes made %d commits and stored %d rows before the next write, want none", n, count())
+			t.Fatalf("held writes made %d commits and stored %d events before the next write, want none", n, count())
 		}
 		stored := make(chan int64, 1)
-		d.SyncRowsLater(reply, time.Now(), func(_ SyncResult, err error) {
+		d.SyncRowsLater(rows, time.Now(), func(_ SyncResult, err error) {
 			if err != nil {
 				t.Error(err)
 			}
 			stored <- count()
 		})
 		if n := <-stored; n != 2 {
-			t.Errorf("the unheld write's callback sees %d rows, want 2 (the held request's row with it)", n)
+			t.Errorf("the unheld write's callback sees %d events, want 2 (the held ones with it)", n)
 		}
 		synctest.Wait()
 		if n := d.commits.Load() - before; n != 1 {
 			t.Errorf("%d commits for two held writes and the unheld one after them, want 1", n)
 		}
-		if n := queryInt(t, other, "SELECT count(*) FROM events"); n != 1 {
-			t.Errorf("%d events, want the held usage event", n)
+		if n := queryInt(t, other, "SELECT count(*) FROM messages"); n != 2 {
+			t.Errorf("%d rows, want the unheld write's 2", n)
 		}
 
 		// alone, a held write waits HoldWait and then commits
 		start := time.Now()
 		d.AddEventHeld(Event{Kind: "usage", Version: "v"}, nil)
 		synctest.Wait()
-		if n := queryInt(t, other, "SELECT count(*) FROM events"); n != 1 {
+		if n := count(); n != 2 {
 			t.Fatalf("a lone held event committed at once (%d events)", n)
 		}
-		for queryInt(t, other, "SELECT count(*) FROM events") != 2 {
+		for count() != 3 {
 			time.Sleep(10 * time.Millisecond)
 			if time.Since(start) > 2*HoldWait {
 				t.Fatal("a lone held event was not committed within twice HoldWait")
@@ -352,24 +352,24 @@ func TestHeldWritesFlushForSettleAndAFullQueue(t *testing.T) {
 		r := newRoot(t)
 		d := mustSession(t, r, "flush")
 		start := time.Now()
-		d.SyncRowsHeld(chain([4]string{"user", "text", "", "one"}), time.Now(), nil)
+		ro := otherConn(t, d.Path(), "mode=ro")
+		d.AddEventHeld(Event{Kind: "usage", Version: "settled"}, nil)
 		d.Settle()
 		if waited := time.Since(start); waited != 0 {
 			t.Errorf("Settle waited %s for a held write, want it committed at once", waited)
 		}
-		if n := queryInt(t, otherConn(t, d.Path(), "mode=ro"), "SELECT count(*) FROM messages"); n != 1 {
-			t.Errorf("%d rows after Settle, want 1", n)
+		if n := queryInt(t, ro, "SELECT count(*) FROM events"); n != 1 {
+			t.Errorf("%d events after Settle, want 1", n)
 		}
 
 		// maxHeld held writes with nothing unheld after them are written at once
 		start = time.Now()
-		ro := otherConn(t, d.Path(), "mode=ro")
 		for i := range maxHeld {
 			d.AddEventHeld(Event{Kind: "usage", Version: fmt.Sprint(i)}, nil)
 		}
 		synctest.Wait()
-		if n := queryInt(t, ro, "SELECT count(*) FROM events"); n != maxHeld || time.Since(start) != 0 {
-			t.Errorf("%d held events committed after %s, want %d at once", n, time.Since(start), maxHeld)
+		if n := queryInt(t, ro, "SELECT count(*) FROM events"); n != 1+maxHeld || time.Since(start) != 0 {
+			t.Errorf("%d events after %s, want %d at once", n, time.Since(start), 1+maxHeld)
 		}
 
 		start = time.Now()
@@ -380,8 +380,8 @@ func TestHeldWritesFlushForSettleAndAFullQueue(t *testing.T) {
 			t.Errorf("queueing past a queue full of held writes waited %s, want no wait", waited)
 		}
 		d.Settle()
-		if n := queryInt(t, ro, "SELECT count(*) FROM events"); n != maxHeld+maxQueued+1 {
-			t.Errorf("%d events, want %d", n, maxHeld+maxQueued+1)
+		if n := queryInt(t, ro, "SELECT count(*) FROM events"); n != 1+maxHeld+maxQueued+1 {
+			t.Errorf("%d events, want %d", n, 1+maxHeld+maxQueued+1)
 		}
 	})
 }

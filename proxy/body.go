@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/andybalholm/brotli"
@@ -80,6 +81,15 @@ func readBody(r *http.Request) ([]byte, error) {
 		return nil, fmt.Errorf("the body ended after %d of %d bytes", n, r.ContentLength)
 	}
 	return nil, err
+}
+
+// setBodySegments makes the parts of w r's identity body, read in place (segments).
+func setBodySegments(r *http.Request, w *segments) {
+	r.Body = io.NopCloser(w.reader())
+	r.ContentLength = int64(w.len())
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(w.reader()), nil }
+	r.Header.Set("Content-Length", strconv.Itoa(w.len()))
+	r.Header.Del("Content-Encoding")
 }
 
 func setBody(r *http.Request, body []byte, encoding string) {

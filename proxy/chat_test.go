@@ -235,7 +235,7 @@ func TestChatThinkingBlocksStrip(t *testing.T) {
 	t.Run("untrimmed keeps everything", func(t *testing.T) {
 		e := newAdEnv(t, testSettings(10_000_000))
 		res := e.send(t, adChat, adHeader("tb-0"), body("claude-sonnet-4-5", len(msgs)), false)
-		for i, m := range adList(t, res.body, "messages")[1:] {
+		for i, m := range adList(t, res.body(), "messages")[1:] {
 			var want map[string]any
 			must(t, json.Unmarshal([]byte(msgs[i]), &want))
 			if fmt.Sprint(m) != fmt.Sprint(want) {
@@ -246,7 +246,7 @@ func TestChatThinkingBlocksStrip(t *testing.T) {
 	t.Run("trim strips older kept messages", func(t *testing.T) {
 		e := newAdEnv(t, testSettings(10_000_000))
 		res := e.send(t, adChat, adHeader("tb-1"), body("claude-sonnet-4-5", len(msgs)), true)
-		got := summary(adList(t, res.body, "messages"))
+		got := summary(adList(t, res.body(), "messages"))
 		want := "user:task | assistant:r2 rc=rc-r2 | user:[map[text:" + adContractPointer(t, "tb-1", 4) + " type:text] map[text:q3 type:text]]" +
 			" | assistant:<nil> rc=rc-a | tool:o1 | assistant:<nil> rc=rc-only | assistant:<nil> tb=t-b | tool:o2"
 		if got != want {
@@ -256,7 +256,7 @@ func TestChatThinkingBlocksStrip(t *testing.T) {
 	t.Run("a binding model strips the latest run too", func(t *testing.T) {
 		e := newAdEnv(t, testSettings(10_000_000))
 		res := e.send(t, adChat, adHeader("tb-2"), body("claude-opus-5-5", len(msgs)), true)
-		got := summary(adList(t, res.body, "messages"))
+		got := summary(adList(t, res.body(), "messages"))
 		if strings.Contains(got, "tb=") {
 			t.Fatalf("thinking_blocks left in the view of a binding model: %s", got)
 		}
@@ -267,7 +267,7 @@ func TestChatThinkingBlocksStrip(t *testing.T) {
 		msgs = append(msgs, `{"role":"assistant","content":"done",`+tb("t-late")+`}`, `{"role":"user","content":"more"}`)
 		defer func() { msgs = msgs[:len(msgs)-2] }()
 		res := e.send(t, adChat, adHeader("tb-3"), body("claude-sonnet-4-5", len(msgs)), false)
-		got := summary(adList(t, res.body, "messages"))
+		got := summary(adList(t, res.body(), "messages"))
 		if !strings.Contains(got, "tb=t-b") || !strings.Contains(got, "tb=t-late") || strings.Contains(got, "tb=t-a") {
 			t.Fatalf("the strip point moved after the trim: %s", got)
 		}
@@ -434,7 +434,7 @@ func TestChatLegacyFunctionCall(t *testing.T) {
 			fc("get_weather", `"{}"`, "first") + `,` + fr("get_weather", "sunny") + `,` +
 			fc("get_time", `"{}"`, "second") + `,` + fr("get_time", "noon") + `]}`
 		res := e.send(t, adChat, adHeader("legacy-trim"), []byte(body), true)
-		msgs := adList(t, res.body, "messages")
+		msgs := adList(t, res.body(), "messages")
 		for i, m := range msgs {
 			if m["role"] != "function" {
 				continue
@@ -442,7 +442,7 @@ func TestChatLegacyFunctionCall(t *testing.T) {
 			prev := msgs[i-1]
 			call, _ := prev["function_call"].(map[string]any)
 			if prev["role"] != "assistant" || call["name"] != m["name"] {
-				t.Fatalf("function message %d (%v) is not preceded by its call\n%s", i, m["name"], res.body)
+				t.Fatalf("function message %d (%v) is not preceded by its call\n%s", i, m["name"], res.body())
 			}
 		}
 	})

@@ -204,9 +204,9 @@ func TestOpenAIPlacementGolden(t *testing.T) {
 			if res.trimmed != wantTrim {
 				t.Errorf("trimmed = %d, want %d", res.trimmed, wantTrim)
 			}
-			if string(res.body) != string(want) {
+			if string(res.body()) != string(want) {
 				t.Fatalf("forwarded body differs from testdata/place_%s_out.golden\n got: %s\nwant: %s\nfirst difference at byte %d",
-					tc.name, res.body, want, adFirstDiff(res.body, want))
+					tc.name, res.body(), want, adFirstDiff(res.body(), want))
 			}
 			if strings.Contains(e.logs.String(), "fail-open") {
 				t.Fatalf("fail-open: %s", e.logs.String())
@@ -259,8 +259,8 @@ func TestOpenAIPlacementRepeatsAfterTheCut(t *testing.T) {
 			if second.trimmed != 1 {
 				t.Fatalf("trimmed = %d, want 1 (carried cut)", second.trimmed)
 			}
-			if want := grow(first.body); string(second.body) != string(want) {
-				t.Fatalf("the carried cut renders differently:\n got %s\nwant %s", second.body, want)
+			if want := grow(first.body()); string(second.body()) != string(want) {
+				t.Fatalf("the carried cut renders differently:\n got %s\nwant %s", second.body(), want)
 			}
 		})
 	}

@@ -105,7 +105,7 @@ func TestResponsesConversationPassesThrough(t *testing.T) {
 	if err != errPassThrough {
 		got := ""
 		if res != nil {
-			got = string(res.body)
+			got = string(res.body())
 		}
 		t.Fatalf("want pass-through (history lives upstream), got err=%v body:\n%.400s", err, got)
 	}

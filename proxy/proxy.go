@@ -257,14 +257,15 @@ func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel co
 		p.rp.ServeHTTP(w, out.WithContext(ctx))
 		return
 	}
-	body, enc := res.body, ""
 	if tg.family == "codex" && strings.EqualFold(strings.TrimSpace(out.Header.Get("Content-Encoding")), "zstd") {
 		// Codex compresses its bodies for the Codex backend (api-rules §4.4), which
 		// accepts them: send the rewritten body the same way. Other bodies go out as
 		// identity, which every upstream accepts.
-		body, enc = zstdEncoder.EncodeAll(res.body, make([]byte, 0, len(res.body)/4)), "zstd"
+		body := res.body()
+		setBody(out, zstdEncoder.EncodeAll(body, make([]byte, 0, len(body)/4)), "zstd")
+	} else {
+		setBodySegments(out, res.out)
 	}
-	setBody(out, body, enc)
 	if !dry {
 		ctx = context.WithValue(ctx, tapKey{}, res)
 	}

@@ -244,10 +244,11 @@ func responsesInstruction() []byte {
 }
 
 // appendToInstructions returns the instructions string value with a blank line and the
-// standing instruction appended (contract: placement, Responses), splicing into the raw
-// string so the client's bytes stay as they came; an empty string becomes the
+// standing instruction appended (contract: placement, Responses), as pieces to write in
+// order: the raw string without its closing quote (a span of the client's bytes, which stay
+// as they came) and the escaped addition with the quote; an empty string becomes the
 // instruction alone.
-func appendToInstructions(raw []byte) []byte {
+func appendToInstructions(raw []byte) [][]byte {
 	t := bytes.TrimSpace(raw)
 	inner := t[1 : len(t)-1]
 	add := StandingInstruction
@@ -255,8 +256,5 @@ func appendToInstructions(raw []byte) []byte {
 		add = "\n\n" + add
 	}
 	enc := appendJSONString(nil, add)
-	out := make([]byte, 0, len(t)+len(enc))
-	out = append(out, t[:len(t)-1]...)
-	out = append(out, enc[1:]...)
-	return out
+	return [][]byte{t[:len(t)-1], enc[1:]}
 }

@@ -259,10 +259,10 @@ func TestResponsesLinkageIDRemoval(t *testing.T) {
 			if res.trimmed != 2 {
 				t.Fatalf("trimmed = %d", res.trimmed)
 			}
-			if got := respIDs(t, res.body); got != tc.want {
+			if got := respIDs(t, res.body()); got != tc.want {
 				t.Fatalf("view\n got %s\nwant %s", got, tc.want)
 			}
-			respInvariants(t, tc.name, in, res.body)
+			respInvariants(t, tc.name, in, res.body())
 		})
 	}
 }
@@ -303,7 +303,7 @@ func TestResponsesSignedReasoningClaudeOnly(t *testing.T) {
 			in := []byte(`{"model":"` + tc.model + `","instructions":"x","input":[` + strings.Join(items, ",") + `]}`)
 			res := e.send(t, adResponses, adHeader("signed"), in, true)
 			var got []string
-			for _, it := range adList(t, res.body, "input") {
+			for _, it := range adList(t, res.body(), "input") {
 				if it["type"] == "reasoning" {
 					got = append(got, it["id"].(string))
 				}
@@ -311,10 +311,10 @@ func TestResponsesSignedReasoningClaudeOnly(t *testing.T) {
 			if strings.Join(got, " ") != tc.want {
 				t.Fatalf("reasoning items in the view: %v, want %s", got, tc.want)
 			}
-			respInvariants(t, tc.model, in, res.body)
+			respInvariants(t, tc.model, in, res.body())
 			// without a trim, nothing is stripped
 			e2 := newAdEnv(t, testSettings(1_000_000))
-			if res := e2.send(t, adResponses, adHeader("signed"), in, false); !bytes.Contains(res.body, []byte(`"rs_1"`)) {
+			if res := e2.send(t, adResponses, adHeader("signed"), in, false); !bytes.Contains(res.body(), []byte(`"rs_1"`)) {
 				t.Fatal("an untrimmed request lost its reasoning")
 			}
 		})
@@ -393,8 +393,8 @@ func TestResponsesKeptReasoningRowStaysInContext(t *testing.T) {
 		`{"type":"reasoning","id":"rs_2","summary":[{"type":"summary_text","text":"second look"}],"encrypted_content":"enc2"},` +
 		`{"type":"function_call","id":"fc_2","call_id":"c2","name":"shell","arguments":"{}"},{"type":"function_call_output","call_id":"c2","output":"o2"}]}`)
 	res := e.send(t, adResponses, adHeader("kept-rs"), in, true)
-	if !bytes.Contains(res.body, []byte(`"id":"rs_1"`)) {
-		t.Fatalf("the OpenAI reasoning item left the view: %s", res.body)
+	if !bytes.Contains(res.body(), []byte(`"id":"rs_1"`)) {
+		t.Fatalf("the OpenAI reasoning item left the view: %s", res.body())
 	}
 	var inCtx int
 	must(t, adDB(t, e.root, "kept-rs").QueryRow(`SELECT in_context FROM messages WHERE text = 'first look'`).Scan(&inCtx))

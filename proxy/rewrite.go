@@ -13,7 +13,9 @@ import (
 
 // rewritten is a request the proxy rewrote, with what the usage tap needs afterwards.
 type rewritten struct {
-	body    []byte
+	// out is the body to send: spans of the client's body and the inserted bytes
+	// (segments); body() flattens it.
+	out     *segments
 	format  apiFormat
 	sess    *session
 	thread  string
@@ -37,6 +39,9 @@ type rewritten struct {
 	breakpoints  *int64
 	breakpointAt string
 }
+
+// body returns the rewritten body as one slice (a copy of the parts).
+func (r *rewritten) body() []byte { return r.out.bytes() }
 
 // errPassThrough is returned for a request that must reach the upstream untouched (a Codex
 // compaction, a previous_response_id continuation): not a fault, so no fail-open line.
@@ -155,7 +160,7 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 	if !dry {
 		p.keepRequest(sess, thread, req, msgs, plan, now)
 	}
-	res := &rewritten{body: v.body, format: req.format, sess: sess, thread: thread, model: req.model, chars: v.chars,
+	res := &rewritten{out: v.body, format: req.format, sess: sess, thread: thread, model: req.model, chars: v.chars,
 		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt, db: sess.db,
 		wholeChars: wholeChars(req, msgs), threshold: threshold}
 	if n := len(msgs); n > 0 {

@@ -357,7 +357,7 @@ func TestParityAcrossFormats(t *testing.T) {
 			if strings.Contains(envs[i].logs.String(), "fail-open") {
 				t.Fatalf("%s: %s failed open: %s", step, f.name, envs[i].logs.String())
 			}
-			if n >= 3 && n < forcedAt && !strings.Contains(string(res.body), "[smarter-compact: tool result compressed, ") {
+			if n >= 3 && n < forcedAt && !strings.Contains(string(res.body()), "[smarter-compact: tool result compressed, ") {
 				t.Errorf("%s: %s did not compress the large result in its view", step, f.name)
 			}
 		}

@@ -95,8 +95,8 @@ func TestThreadCacheIsPerFormat(t *testing.T) {
 	if res.trimmed != 2 {
 		t.Fatalf("trimmed = %d", res.trimmed)
 	}
-	if !strings.Contains(string(res.body), "THIRD QUESTION") {
-		t.Fatalf("the cut turn lost its text:\n%s", res.body)
+	if !strings.Contains(string(res.body()), "THIRD QUESTION") {
+		t.Fatalf("the cut turn lost its text:\n%s", res.body())
 	}
 }
 

@@ -137,11 +137,11 @@ func TestRewriteGolden(t *testing.T) {
 	}
 	const path = "testdata/rewrite_out.golden"
 	if *update {
-		must(t, os.WriteFile(path, res.body, 0o644))
+		must(t, os.WriteFile(path, res.body(), 0o644))
 	}
 	want, err := os.ReadFile(path)
 	must(t, err)
-	if string(res.body) != string(want) {
-		t.Fatalf("rewrite differs from %s (run with -update after checking):\n got %s", path, res.body)
+	if string(res.body()) != string(want) {
+		t.Fatalf("rewrite differs from %s (run with -update after checking):\n got %s", path, res.body())
 	}
 }

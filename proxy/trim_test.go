@@ -225,8 +225,8 @@ func TestCutTurnOfTwoUserItemsKeepsItsPrompt(t *testing.T) {
 	if res.trimmed != 2 {
 		t.Fatalf("trimmed = %d", res.trimmed)
 	}
-	if !strings.Contains(string(res.body), "TASK TWO: fix the bug") {
-		t.Fatalf("the cut turn's prompt is not in the view:\n%s", respIDs(t, res.body))
+	if !strings.Contains(string(res.body()), "TASK TWO: fix the bug") {
+		t.Fatalf("the cut turn's prompt is not in the view:\n%s", respIDs(t, res.body()))
 	}
 }
 
@@ -246,7 +246,7 @@ func TestThresholdTrimThatWouldGrowTheRequestIsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.trimmed != 0 || strings.Contains(string(res.body), "[smarter-compact: continuing session") {
+	if res.trimmed != 0 || strings.Contains(string(res.body()), "[smarter-compact: continuing session") {
 		t.Fatalf("a trim that drops 2 short messages and adds the pointer was made (trimmed=%d)", res.trimmed)
 	}
 
@@ -352,7 +352,7 @@ func TestOpenAIPairing(t *testing.T) {
 					if res.trimmed == 2 {
 						trims++
 					}
-					tc.invariants(t, c.label(n), orig, res.body)
+					tc.invariants(t, c.label(n), orig, res.body())
 				}
 				if strings.Contains(e.logs.String(), "fail-open") {
 					t.Fatalf("seed %d: fail-open: %s", seed, e.logs.String())

@@ -66,7 +66,7 @@ func textBlockJSON(text string) []byte {
 
 // view is what one request sends upstream.
 type view struct {
-	body  []byte
+	body  *segments
 	chars int // estimate characters: system, tools and kept messages, without the standing instruction
 }
 
@@ -135,12 +135,11 @@ func viewChars(req *request, msgs []*message, plan cutPlan, block string) int {
 // instruction placed per format (contract: placement), every other top-level member
 // untouched. family is the upstream ("codex" leaves Responses instructions alone).
 func render(req *request, msgs []*message, plan cutPlan, block string, instruction bool, family string) view {
-	// One allocation for the whole view: room for the body, the pointer with its part
-	// wrapper and escapes, and the instruction as a system block or an item. The list is
-	// written straight into it, not built apart and copied in.
-	out := make([]byte, 0, len(req.body)+len(block)+len(StandingInstruction)+len(responsesInstructionJSON)+512)
+	// The view is spans of the client's body with the inserted bytes between them
+	// (segments): nothing of the body is copied on the way out.
+	out := newSegments(req.body)
 	chars := len(req.system) + len(req.tools)
-	repl := map[int][]byte{}
+	repl := map[int][][]byte{}
 	addSystem := false
 	// insertAt is where a Chat or Responses standing instruction message goes: after the
 	// leading pinned messages; -1 when it goes elsewhere or nowhere.
@@ -175,8 +174,9 @@ func render(req *request, msgs []*message, plan cutPlan, block string, instructi
 			}
 		}
 	}
-	list := func(arr []byte) []byte {
-		l := jsonList{b: append(arr, '[')}
+	list := func(w *segments) {
+		w.str("[")
+		l := segList{w: w}
 		add := l.add
 		for i, m := range msgs {
 			if i == insertAt {
@@ -192,19 +192,14 @@ func render(req *request, msgs []*message, plan cutPlan, block string, instructi
 		if insertAt == len(msgs) {
 			add(instructionItem(req.format))
 		}
-		return append(l.b, ']')
+		w.str("]")
 	}
-	out = spliceObjectWith(out, req.body, req.top, repl, req.messagesAt, list)
+	var before []byte
 	if addSystem {
-		// an absent system becomes [block]: insert it before the closing brace
-		end := bytes.LastIndexByte(out, '}')
-		tail := append([]byte{}, out[end:]...)
-		out = append(out[:end], `,"system":[`...)
-		out = append(out, textBlockJSON(StandingInstruction)...)
-		out = append(out, ']')
-		out = append(out, tail...)
+		before = systemMemberJSON // an absent system becomes [block], before the closing brace
 	}
-	return view{body: out, chars: chars}
+	spliceObjectSegs(out, req.body, req.top, repl, req.messagesAt, list, before)
+	return view{body: out.done(), chars: chars}
 }
 
 // leadingPinned returns the index after the pinned messages the list starts with.
@@ -220,6 +215,8 @@ func leadingPinned(msgs []*message) int {
 var (
 	chatInstructionJSON      = chatInstruction()
 	responsesInstructionJSON = responsesInstruction()
+	// systemMemberJSON is the system member an Anthropic body without one gets.
+	systemMemberJSON = append(append([]byte(`,"system":[`), textBlockJSON(StandingInstruction)...), ']')
 )
 
 func instructionItem(f apiFormat) []byte {
@@ -230,8 +227,9 @@ func instructionItem(f apiFormat) []byte {
 }
 
 // withInstruction returns the system value with the standing instruction appended as one
-// text block (contract: placement, Anthropic), or nil when it already contains it.
-func withInstruction(system []byte) []byte {
+// text block (contract: placement, Anthropic), as pieces to write in order (the first
+// usually a span of system itself), or nil when it already contains it.
+func withInstruction(system []byte) [][]byte {
 	if bytes.Contains(system, []byte("Context management: to fit your context window")) &&
 		strings.Contains(systemText(system), StandingInstruction) {
 		return nil
@@ -239,28 +237,21 @@ func withInstruction(system []byte) []byte {
 	si := textBlockJSON(StandingInstruction)
 	switch kindOf(system) {
 	case 0, 'n':
-		return append(append([]byte{'['}, si...), ']')
+		return [][]byte{[]byte("["), si, []byte("]")}
 	case '"':
 		if strings.TrimSpace(systemText(system)) == "" {
 			// an empty string becomes no block at all: the API rejects empty text blocks
-			return append(append([]byte{'['}, si...), ']')
+			return [][]byte{[]byte("["), si, []byte("]")}
 		}
-		out := make([]byte, 0, len(system)+len(si)+32)
-		out = append(out, `[{"type":"text","text":`...)
-		out = append(out, bytes.TrimSpace(system)...)
-		out = append(out, `},`...)
-		out = append(out, si...)
-		return append(out, ']')
+		return [][]byte{[]byte(`[{"type":"text","text":`), bytes.TrimSpace(system), []byte(`},`), si, []byte("]")}
 	case '[':
 		t := bytes.TrimSpace(system)
 		inner := bytes.TrimSpace(t[1 : len(t)-1])
-		out := make([]byte, 0, len(t)+len(si)+2)
-		out = append(out, t[:len(t)-1]...)
+		sep := []byte{}
 		if len(inner) > 0 {
-			out = append(out, ',')
+			sep = []byte(",")
 		}
-		out = append(out, si...)
-		return append(out, ']')
+		return [][]byte{t[:len(t)-1], sep, si, []byte("]")}
 	}
 	return nil
 }

@@ -145,8 +145,8 @@ func TestRenderAllocatesTheViewOnce(t *testing.T) {
 			}
 			runtime.ReadMemStats(&m1)
 			perRun := int(m1.TotalAlloc-m0.TotalAlloc) / runs
-			if v.body.len() <= len(body) {
-				t.Fatalf("the view (%d bytes) does not carry the standing instruction", v.body.len())
+			if v.out.len() <= len(body) {
+				t.Fatalf("the view (%d bytes) does not carry the standing instruction", v.out.len())
 			}
 			t.Logf("%d KB request, %d KB allocated per render", len(body)>>10, perRun>>10)
 			if limit := 2*len(body) + 64<<10; perRun > limit {

@@ -398,29 +398,17 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// spliceObject returns obj with the values of the members named in repl replaced (by
-// member index); a nil replacement removes nothing and keeps the value. Every other byte
-// is copied as it came.
+// spliceObject appends to dst obj with the values of the members named in repl replaced
+// (by member index into mem, obj's members); every other byte is copied as it came.
 func spliceObject(dst, obj []byte, mem []member, repl map[int][]byte) []byte {
-	return spliceObjectWith(dst, obj, mem, repl, -1, nil)
-}
-
-// spliceObjectWith is spliceObject where member at's value is written by fill, which
-// appends it to dst and returns the result, so a large value needs no buffer of its own.
-// at < 0 means no member is filled.
-func spliceObjectWith(dst, obj []byte, mem []member, repl map[int][]byte, at int, fill func([]byte) []byte) []byte {
 	last := 0
 	for i, m := range mem {
 		v, ok := repl[i]
-		if !ok && i != at {
+		if !ok {
 			continue
 		}
 		dst = append(dst, obj[last:m.vs]...)
-		if i == at {
-			dst = fill(dst)
-		} else {
-			dst = append(dst, v...)
-		}
+		dst = append(dst, v...)
 		last = m.end
 	}
 	return append(dst, obj[last:]...)

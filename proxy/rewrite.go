@@ -160,7 +160,7 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 	if !dry {
 		p.keepRequest(sess, thread, req, msgs, plan, now)
 	}
-	res := &rewritten{out: v.body, format: req.format, sess: sess, thread: thread, model: req.model, chars: v.chars,
+	res := &rewritten{out: v.out, format: req.format, sess: sess, thread: thread, model: req.model, chars: v.chars,
 		trimmed: trimmed, breakpoints: bpCount, breakpointAt: bpAt, db: sess.db,
 		wholeChars: wholeChars(req, msgs), threshold: threshold}
 	if n := len(msgs); n > 0 {

@@ -137,9 +137,10 @@ func (l *segList) add(v []byte) {
 	l.n++
 }
 
-// spliceObjectSegs is spliceObjectWith onto segments: obj's bytes with the values of the
-// members in repl replaced, member at's value written by fill (at < 0: none), and before,
-// when not nil, written before obj's closing brace (a member added at the end).
+// spliceObjectSegs is spliceObject onto segments: obj's bytes (obj is w's base or a span of
+// it) with the values of the members in repl replaced, member at's value written by fill
+// (at < 0: none), and before, when not nil, written before obj's closing brace (a member
+// added at the end).
 // A replaced value is its pieces, written in order.
 func spliceObjectSegs(w *segments, obj []byte, mem []member, repl map[int][][]byte, at int, fill func(*segments), before []byte) {
 	last := 0
@@ -162,9 +163,9 @@ func spliceObjectSegs(w *segments, obj []byte, mem []member, repl map[int][][]by
 		w.write(obj[last:])
 		return
 	}
-	end := bytes.LastIndexByte(obj, '}')
+	end := bytes.LastIndexByte(obj, '}') // obj is an object: its closing brace follows every member
 	if end < last {
-		end = len(obj) // no closing brace after the last member written: as render did, at the end
+		end = len(obj) // not an object after all: before goes at the end
 	}
 	w.write(obj[last:end])
 	w.literal(before)

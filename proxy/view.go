@@ -66,7 +66,7 @@ func textBlockJSON(text string) []byte {
 
 // view is what one request sends upstream.
 type view struct {
-	body  *segments
+	out   *segments
 	chars int // estimate characters: system, tools and kept messages, without the standing instruction
 }
 
@@ -199,7 +199,7 @@ func render(req *request, msgs []*message, plan cutPlan, block string, instructi
 		before = systemMemberJSON // an absent system becomes [block], before the closing brace
 	}
 	spliceObjectSegs(out, req.body, req.top, repl, req.messagesAt, list, before)
-	return view{body: out.done(), chars: chars}
+	return view{out: out.done(), chars: chars}
 }
 
 // leadingPinned returns the index after the pinned messages the list starts with.
@@ -215,8 +215,10 @@ func leadingPinned(msgs []*message) int {
 var (
 	chatInstructionJSON      = chatInstruction()
 	responsesInstructionJSON = responsesInstruction()
+	// instructionBlockJSON is the standing instruction as one Anthropic text block.
+	instructionBlockJSON = textBlockJSON(StandingInstruction)
 	// systemMemberJSON is the system member an Anthropic body without one gets.
-	systemMemberJSON = append(append([]byte(`,"system":[`), textBlockJSON(StandingInstruction)...), ']')
+	systemMemberJSON = append(append([]byte(`,"system":[`), instructionBlockJSON...), ']')
 )
 
 func instructionItem(f apiFormat) []byte {
@@ -234,7 +236,7 @@ func withInstruction(system []byte) [][]byte {
 		strings.Contains(systemText(system), StandingInstruction) {
 		return nil
 	}
-	si := textBlockJSON(StandingInstruction)
+	si := instructionBlockJSON
 	switch kindOf(system) {
 	case 0, 'n':
 		return [][]byte{[]byte("["), si, []byte("]")}

@@ -67,9 +67,19 @@ func fillSession(root *store.Root, sid string, n, batch int, r *rand.Rand) error
 	if err != nil {
 		return err
 	}
+	now := time.Now()
+	return syncConversationRows(db, n, batch, func(i int) string { return scaleRowText(r, i) },
+		func(int) bool { return true }, func() time.Time { return now })
+}
+
+// syncConversationRows writes n rows to db in SyncRows calls of batch rows, chained like a
+// conversation: row i is user text, assistant tool_use Bash or tool tool_result Bash as i%3
+// is 0, 1 or 2, with text(i) (called in row order) and in_context inContext(i), each row
+// fingerprinted on the one before and all in the thread of the first. Each SyncRows call
+// is stamped now().
+func syncConversationRows(db *store.DB, n, batch int, text func(i int) string, inContext func(i int) bool, now func() time.Time) error {
 	prev, thread := "", ""
 	rows := make([]store.RowWrite, 0, batch)
-	now := time.Now()
 	for i := 0; i < n; i++ {
 		role, kind, name := "tool", "tool_result", "Bash"
 		switch i % 3 {
@@ -78,15 +88,15 @@ func fillSession(root *store.Root, sid string, n, batch int, r *rand.Rand) error
 		case 1:
 			role, kind = "assistant", "tool_use"
 		}
-		text := scaleRowText(r, i)
-		fp := store.Fingerprint(prev, role, kind, name, text)
+		t := text(i)
+		fp := store.Fingerprint(prev, role, kind, name, t)
 		if thread == "" {
 			thread = fp
 		}
-		rows = append(rows, store.RowWrite{Fingerprint: fp, Thread: thread, Role: role, Kind: kind, Name: name, Text: text, InContext: true})
+		rows = append(rows, store.RowWrite{Fingerprint: fp, Thread: thread, Role: role, Kind: kind, Name: name, Text: t, InContext: inContext(i)})
 		prev = fp
 		if len(rows) == batch || i == n-1 {
-			if _, err := db.SyncRows(rows, now); err != nil {
+			if _, err := db.SyncRows(rows, now()); err != nil {
 				return err
 			}
 			rows = rows[:0]

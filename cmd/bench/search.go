@@ -85,29 +85,9 @@ func buildSearchSession(root *store.Root, pl searchPlan, res *searchResult) erro
 		return err
 	}
 	start := time.Now()
-	prev, thread := "", ""
-	rows := make([]store.RowWrite, 0, 500)
-	for i := 0; i < pl.Rows; i++ {
-		role, kind, name := "tool", "tool_result", "Bash"
-		switch i % 3 {
-		case 0:
-			role, kind, name = "user", "text", ""
-		case 1:
-			role, kind = "assistant", "tool_use"
-		}
-		text := searchRowText(r, i, step)
-		fp := store.Fingerprint(prev, role, kind, name, text)
-		if thread == "" {
-			thread = fp
-		}
-		rows = append(rows, store.RowWrite{Fingerprint: fp, Thread: thread, Role: role, Kind: kind, Name: name, Text: text, InContext: i > pl.Rows/3})
-		prev = fp
-		if len(rows) == cap(rows) || i == pl.Rows-1 {
-			if _, err := db.SyncRows(rows, time.Now()); err != nil {
-				return err
-			}
-			rows = rows[:0]
-		}
+	if err := syncConversationRows(db, pl.Rows, 500, func(i int) string { return searchRowText(r, i, step) },
+		func(i int) bool { return i > pl.Rows/3 }, time.Now); err != nil {
+		return err
 	}
 	res.BuildRows = time.Since(start)
 	start = time.Now()

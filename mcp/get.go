@@ -36,13 +36,7 @@ type getPageResult struct {
 	TotalChars int    `json:"total_chars"`
 }
 
-func (s *Server) handleGet(_ context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-	rec := callRecord{Tool: ToolGet}
-	res, err := s.get(req, &rec)
-	return s.finish(rec, res, err)
-}
-
-func (s *Server) get(req mcpgo.CallToolRequest, rec *callRecord) (*mcpgo.CallToolResult, error) {
+func (s *Server) get(_ context.Context, req mcpgo.CallToolRequest, rec *callRecord) (*mcpgo.CallToolResult, error) {
 	a, err := newArgs(ToolGet, req.GetArguments(), "id", "offset")
 	if err != nil {
 		return nil, err

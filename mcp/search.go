@@ -290,12 +290,6 @@ type skippedSession struct {
 	Reason    string `json:"reason"`
 }
 
-func (s *Server) handleSearch(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-	rec := callRecord{Tool: ToolSearch}
-	res, err := s.search(withInput(ctx, req), req, &rec)
-	return s.finish(rec, res, err)
-}
-
 func (s *Server) search(ctx context.Context, req mcpgo.CallToolRequest, rec *callRecord) (*mcpgo.CallToolResult, error) {
 	sr, err := parseSearch(req.GetArguments())
 	if err != nil {

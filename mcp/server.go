@@ -100,10 +100,10 @@ func New(root *store.Root, opts Options) *Server {
 			"When a [smarter-compact: …] pointer or your own memory says something was said or read earlier, look it up with "+
 			ToolSearch+", count or join with "+ToolSQL+", and read a compressed tool result in full with "+ToolGet+"."),
 	)
-	s.mcp.AddTool(searchTool(), s.handleSearch)
-	s.mcp.AddTool(sqlTool(), s.handleSQL)
-	s.mcp.AddTool(getTool(), s.handleGet)
-	s.mcp.AddTool(statusTool(), s.handleStatus)
+	s.mcp.AddTool(searchTool(), s.recorded(ToolSearch, s.search))
+	s.mcp.AddTool(sqlTool(), s.recorded(ToolSQL, s.sql))
+	s.mcp.AddTool(getTool(), s.recorded(ToolGet, s.get))
+	s.mcp.AddTool(statusTool(), s.recorded(ToolStatus, s.status))
 	return s
 }
 

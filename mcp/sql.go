@@ -37,12 +37,6 @@ type sqlResponse struct {
 	SessionIDNote string   `json:"session_id_note,omitempty"`
 }
 
-func (s *Server) handleSQL(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-	rec := callRecord{Tool: ToolSQL}
-	res, err := s.sql(withInput(ctx, req), req, &rec)
-	return s.finish(rec, res, err)
-}
-
 func (s *Server) sql(ctx context.Context, req mcpgo.CallToolRequest, rec *callRecord) (*mcpgo.CallToolResult, error) {
 	a, err := newArgs(ToolSQL, req.GetArguments(), "sql", "session_id")
 	if err != nil {

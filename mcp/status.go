@@ -21,12 +21,6 @@ checkout_proxy_version and proxy_stale are null in this build; note says why.`, 
 	return mcpgo.NewTool(ToolStatus, append(opts, readOnlyHints("Smart compaction status")...)...)
 }
 
-func (s *Server) handleStatus(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-	rec := callRecord{Tool: ToolStatus}
-	res, err := s.status(ctx, req, &rec)
-	return s.finish(rec, res, err)
-}
-
 // statusResponse is context_status's answer: the `status` summary plus the recall tools'
 // calls in the window, by tool name (calls, hits, empty, errors).
 type statusResponse struct {

@@ -42,6 +42,20 @@ type callRecord struct {
 
 func intp(n int) *int { return &n }
 
+// toolCall is the body of one tool: it answers req and fills rec with its counts.
+type toolCall func(ctx context.Context, req mcpgo.CallToolRequest, rec *callRecord) (*mcpgo.CallToolResult, error)
+
+// recorded is the handler of the tool named tool whose body is call: call gets a context
+// carrying the request's input responses (withInput, for callWorkspace) and a callRecord of
+// tool to fill, and finish turns its error into the answer and appends the record.
+func (s *Server) recorded(tool string, call toolCall) func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		rec := callRecord{Tool: tool}
+		res, err := call(withInput(ctx, req), req, &rec)
+		return s.finish(rec, res, err)
+	}
+}
+
 // finish turns a handler's outcome into the MCP answer and appends the call to
 // tool-calls.jsonl: an toolError becomes an isError result the model can act on; any other
 // error is a server fault and goes back as a JSON-RPC error.

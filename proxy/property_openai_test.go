@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"unicode/utf8"
@@ -88,23 +87,11 @@ func (s *propStats) add(o propStats) {
 }
 
 func runOpenAIProperty(t *testing.T, format string) {
-	n := 1000
-	if testing.Short() {
-		n = 100
-		t.Logf("-short: %d conversations instead of 1000", n)
-	}
-	const workers = 4
-	var mu sync.Mutex
 	var total propStats
-	for w := 0; w < workers; w++ {
-		t.Run(fmt.Sprintf("worker-%d", w), func(t *testing.T) {
-			t.Parallel()
-			st := generatedOpenAIConversations(t, format, w, n/workers, workers)
-			mu.Lock()
-			total.add(st)
-			mu.Unlock()
-		})
-	}
+	propertyWorkers(t, func(t *testing.T, first, count, stride int) func() {
+		st := generatedOpenAIConversations(t, format, first, count, stride)
+		return func() { total.add(st) }
+	})
 	t.Cleanup(func() {
 		t.Logf("%s: %+v", format, total)
 		if t.Failed() {

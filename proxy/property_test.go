@@ -19,6 +19,25 @@ import (
 // rejects what Anthropic rejects (pairing, alternation, markers, thinking signatures and
 // prefix binding); on top of that every forwarded request must keep the first turn first.
 func TestPropertyGeneratedConversations(t *testing.T) {
+	var trims, requests, compressed int
+	n := propertyWorkers(t, func(t *testing.T, first, count, stride int) func() {
+		tr, rq, cp := generatedConversations(t, first, count, stride)
+		return func() { trims, requests, compressed = trims+tr, requests+rq, compressed+cp }
+	})
+	t.Cleanup(func() {
+		t.Logf("%d conversations, %d requests, %d carried a pointer, %d carried a compressed result", n, requests, trims, compressed)
+		if trims == 0 || compressed == 0 {
+			t.Error("the generator never trimmed or never compressed: it tests nothing")
+		}
+	})
+}
+
+// propertyWorkers runs a property test's generated conversations, 1000 of them (100 under
+// -short), in four parallel subtests worker-0 … worker-3: worker w calls run with first w,
+// count n/4 and stride 4 (seeds w, w+4, …), and the function run returns, which adds the
+// worker's counts to the test's totals, is called under a lock. The subtests run after the
+// test function returns, so the totals are read in a t.Cleanup. It returns n.
+func propertyWorkers(t *testing.T, run func(t *testing.T, first, count, stride int) (add func())) int {
 	n := 1000
 	if testing.Short() {
 		n = 100
@@ -26,22 +45,16 @@ func TestPropertyGeneratedConversations(t *testing.T) {
 	}
 	const workers = 4
 	var mu sync.Mutex
-	var trims, requests, compressed int
 	for w := 0; w < workers; w++ {
 		t.Run(fmt.Sprintf("worker-%d", w), func(t *testing.T) {
 			t.Parallel()
-			tr, rq, cp := generatedConversations(t, w, n/workers, workers)
+			add := run(t, w, n/workers, workers)
 			mu.Lock()
-			trims, requests, compressed = trims+tr, requests+rq, compressed+cp
+			add()
 			mu.Unlock()
 		})
 	}
-	t.Cleanup(func() {
-		t.Logf("%d conversations, %d requests, %d carried a pointer, %d carried a compressed result", n, requests, trims, compressed)
-		if trims == 0 || compressed == 0 {
-			t.Error("the generator never trimmed or never compressed: it tests nothing")
-		}
-	})
+	return n
 }
 
 // generatedConversations runs count conversations, seeds first, first+stride, …

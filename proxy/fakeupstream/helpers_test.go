@@ -232,14 +232,21 @@ func eachNamedEvent(t *testing.T, body []byte, afterEnd string, each func(name s
 	}
 }
 
-// turn sends a streaming request, requires 200, and returns the accumulated message.
-func turn(t *testing.T, srv *fakeupstream.Server, body any, h http.Header) streamed {
+// accept posts body to path with headers h, requires a 200, and returns the body (oaAccept
+// posts with the OpenAI headers).
+func accept(t *testing.T, srv *fakeupstream.Server, path string, body any, h http.Header) []byte {
 	t.Helper()
-	resp, out := post(t, srv.URL+"/v1/messages?beta=true", body, h)
+	resp, out := post(t, srv.URL+path, body, h)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, out)
 	}
-	return readStream(t, out)
+	return out
+}
+
+// turn sends a streaming request, requires 200, and returns the accumulated message.
+func turn(t *testing.T, srv *fakeupstream.Server, body any, h http.Header) streamed {
+	t.Helper()
+	return readStream(t, accept(t, srv, "/v1/messages?beta=true", body, h))
 }
 
 // reject sends a request, requires a 400, and returns the error message.

@@ -89,11 +89,7 @@ func checkOARejects(t *testing.T, srv *fakeupstream.Server, path string, cases [
 // oaAccept posts body to path, requires a 200, and returns the body.
 func oaAccept(t *testing.T, srv *fakeupstream.Server, path string, body any) []byte {
 	t.Helper()
-	resp, out := post(t, srv.URL+path, body, oaHeaders())
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("status %d: %s", resp.StatusCode, out)
-	}
-	return out
+	return accept(t, srv, path, body, oaHeaders())
 }
 
 // chatStreamed is a Chat Completions stream accumulated the way the OpenAI SDKs do.

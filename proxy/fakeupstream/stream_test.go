@@ -96,10 +96,7 @@ func TestStreamShape(t *testing.T) {
 
 func TestNonStreamingMessage(t *testing.T) {
 	srv := fakeupstream.Start(t, fakeupstream.Options{Reply: fullReply})
-	resp, body := post(t, srv.URL+"/v1/messages", thinkingTurn(false), headers())
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("status %d: %s", resp.StatusCode, body)
-	}
+	body := accept(t, srv, "/v1/messages", thinkingTurn(false), headers())
 	var m struct {
 		ID      string           `json:"id"`
 		Role    string           `json:"role"`

@@ -30,13 +30,28 @@ type ccClient struct {
 
 	sent  [][]byte // bodies sent, in order
 	stops []string // stop reasons received
-	// tolerate makes userTurn stop at a non-200 answer (kept in failed) instead of failing
-	// the test, for tests that expect a rejection.
-	tolerate bool
-	failed   string
+	simFailure
 	// tokenNotes makes the client add a role "system" message after each tool result, as
 	// Claude Code does for some models ("<total_tokens>N tokens left</total_tokens>").
 	tokenNotes bool
+}
+
+// simFailure is what a simulated client (ccClient, chatSim, respSim) does with a request
+// that failed: with tolerate set, userTurn stops and failed keeps what went wrong, for tests
+// that expect a rejection; without, the test fails.
+type simFailure struct {
+	tolerate bool
+	failed   string
+}
+
+// failTurn records msg in failed when tolerating; otherwise it fails t with msg and does not
+// return. The caller's turn stops either way.
+func (f *simFailure) failTurn(t testing.TB, msg string) {
+	if f.tolerate {
+		f.failed = msg
+		return
+	}
+	t.Fatal(msg)
 }
 
 func newClient(t testing.TB, url, sid, model string) *ccClient {
@@ -203,11 +218,8 @@ func (c *ccClient) userTurn(text string, output func(step int) string) {
 	}
 	for step := 0; ; step++ {
 		if status, body := c.send(); status != 200 {
-			if c.tolerate {
-				c.failed = fmt.Sprintf("request %d: status %d: %s", len(c.sent), status, body)
-				return
-			}
-			c.t.Fatalf("request %d: status %d: %s", len(c.sent), status, body)
+			c.failTurn(c.t, fmt.Sprintf("request %d: status %d: %s", len(c.sent), status, body))
+			return
 		}
 		last := c.msgs[len(c.msgs)-1]["content"].([]any)
 		var results []any

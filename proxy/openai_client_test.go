@@ -279,8 +279,7 @@ type chatSim struct {
 	// firstTexts are the texts of the first user turn, one list per message.
 	firstTexts [][]string
 
-	tolerate bool
-	failed   string
+	simFailure
 }
 
 func newChatSim(t testing.TB, url, sid, model string) *chatSim {
@@ -497,11 +496,8 @@ func (c *chatSim) userTurn(text string, output func(step int) string) {
 	for step := 0; ; step++ {
 		r, fail := c.send()
 		if fail != "" {
-			if c.tolerate {
-				c.failed = fmt.Sprintf("request %d: %s", len(c.sent), fail)
-				return
-			}
-			c.t.Fatalf("request %d: %s", len(c.sent), fail)
+			c.failTurn(c.t, fmt.Sprintf("request %d: %s", len(c.sent), fail))
+			return
 		}
 		if !r.usage {
 			c.t.Fatalf("request %d: no usage chunk although include_usage was set", len(c.sent))
@@ -586,8 +582,7 @@ type respSim struct {
 	// firstTexts are the texts of the first user turn, one list per item.
 	firstTexts [][]string
 
-	tolerate bool
-	failed   string
+	simFailure
 }
 
 func newRespSim(t testing.TB, url, sid, model string, style respStyle) *respSim {
@@ -966,11 +961,8 @@ func (c *respSim) userTurn(text string, output func(step int) string) {
 	for step := 0; ; step++ {
 		out, fail := c.send()
 		if fail != "" {
-			if c.tolerate {
-				c.failed = fmt.Sprintf("request %d: %s", len(c.sent), fail)
-				return
-			}
-			c.t.Fatalf("request %d: %s", len(c.sent), fail)
+			c.failTurn(c.t, fmt.Sprintf("request %d: %s", len(c.sent), fail))
+			return
 		}
 		calls := 0
 		for _, o := range out {

@@ -79,9 +79,8 @@ func TestCountOriginalDataOnce(t *testing.T) {
 	t.Parallel()
 	needReader(t)
 	r := newRig(t)
-	r.register(t, "count", r.workspace, 1)
 	rows := countSession(t)
-	r.writeSession(t, "count", rows...)
+	r.addSession(t, "count", r.workspace, 1, rows...)
 	c := httpClient(t, r.srv)
 
 	count := func(t *testing.T, stmt string) int {

@@ -76,6 +76,14 @@ func (r *rig) writeSession(t *testing.T, sid string, rows ...row) {
 	storetest.SyncRows(t, r.writer, sid, fixedNow, seed)
 }
 
+// addSession registers sid with cwd at minute (register) and stores rows as its database's
+// one thread (writeSession).
+func (r *rig) addSession(t *testing.T, sid, cwd string, minute int, rows ...row) {
+	t.Helper()
+	r.register(t, sid, cwd, minute)
+	r.writeSession(t, sid, rows...)
+}
+
 // standardSession is a small conversation with one secret value said by the user, echoed by
 // the assistant and read back by a tool.
 func standardSession(secret string) []row {

@@ -76,8 +76,7 @@ func TestSearchHybrid(t *testing.T) {
 	t.Parallel()
 	needReader(t)
 	r := newRig(t)
-	r.register(t, "S", r.workspace, 1)
-	r.writeSession(t, "S",
+	r.addSession(t, "S", r.workspace, 1,
 		row{role: "user", kind: "text", text: "Remember the deploy token"},                // 1
 		row{role: "tool", kind: "tool_result", name: "Bash", text: "credentials rotated"}, // 2
 		row{role: "user", kind: "text", text: "unrelated chatter"},                        // 3

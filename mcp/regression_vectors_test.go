@@ -8,8 +8,7 @@ import (
 func reviewHybridServer(t *testing.T, url string) (func(map[string]any) hybridAnswer, *rig) {
 	t.Helper()
 	r := newRig(t)
-	r.register(t, "S", r.workspace, 1)
-	r.writeSession(t, "S",
+	r.addSession(t, "S", r.workspace, 1,
 		row{role: "user", kind: "text", text: "Remember the deploy token"}, // 1
 		row{role: "user", kind: "text", text: "unrelated chatter"},         // 2
 	)

@@ -101,10 +101,8 @@ func checkResolution(t *testing.T, res resolution, err error, want []string, wan
 func TestResolveOneSession(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	r.register(t, "only", r.workspace, 1)
-	r.writeSession(t, "only", tinySession...)
-	r.register(t, "away", t.TempDir(), 2)
-	r.writeSession(t, "away", tinySession...)
+	r.addSession(t, "only", r.workspace, 1, tinySession...)
+	r.addSession(t, "away", t.TempDir(), 2, tinySession...)
 	res, err := r.srv.resolve(t.Context(), "made-up-id", true)
 	checkResolution(t, res, err, []string{"only"}, `no session database for session_id "made-up-id"; read this workspace's only session, only, instead`, "")
 	res, err = r.srv.resolve(t.Context(), "this", true)
@@ -116,8 +114,7 @@ func TestResolveOneSession(t *testing.T) {
 func TestResolveNoSessions(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	r.register(t, "away", t.TempDir(), 2)
-	r.writeSession(t, "away", tinySession...)
+	r.addSession(t, "away", t.TempDir(), 2, tinySession...)
 	_, err := r.srv.resolve(t.Context(), "", false)
 	checkResolution(t, resolution{}, err, nil, "", "no session is registered under this workspace ("+r.repo+")")
 	_, err = r.srv.resolve(t.Context(), "current", true)
@@ -130,8 +127,7 @@ func TestResolveAtMostTwenty(t *testing.T) {
 	var want []string
 	for i := range 25 {
 		sid := fmt.Sprintf("s%02d", i)
-		r.register(t, sid, r.repo, i)
-		r.writeSession(t, sid, tinySession...)
+		r.addSession(t, sid, r.repo, i, tinySession...)
 		want = append(want, sid)
 	}
 	slices.Reverse(want)
@@ -148,10 +144,8 @@ func TestResolveSymlinkedWorkspace(t *testing.T) {
 	if err := os.Symlink(r.repo, link); err != nil {
 		t.Skipf("no symlinks here: %v", err)
 	}
-	r.register(t, "physical", r.workspace, 1)
-	r.writeSession(t, "physical", tinySession...)
-	r.register(t, "logical", filepath.Join(link, "sub"), 2)
-	r.writeSession(t, "logical", tinySession...)
+	r.addSession(t, "physical", r.workspace, 1, tinySession...)
+	r.addSession(t, "logical", filepath.Join(link, "sub"), 2, tinySession...)
 	viaLink := New(r.srv.root, Options{Workspace: filepath.Join(link, "sub", "dir"), Now: func() time.Time { return fixedNow }})
 	for name, s := range map[string]*Server{"physical cwd": r.srv, "cwd through the link": viaLink} {
 		res, err := s.resolve(t.Context(), "", false)
@@ -168,10 +162,8 @@ func TestResolveNoGit(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(r.repo, ".git")); err != nil {
 		t.Fatal(err)
 	}
-	r.register(t, "repo-level", r.repo, 1)
-	r.writeSession(t, "repo-level", tinySession...)
-	r.register(t, "deeper", filepath.Join(r.workspace, "x"), 2)
-	r.writeSession(t, "deeper", tinySession...)
+	r.addSession(t, "repo-level", r.repo, 1, tinySession...)
+	r.addSession(t, "deeper", filepath.Join(r.workspace, "x"), 2, tinySession...)
 	res, err := r.srv.resolve(t.Context(), "", false)
 	checkResolution(t, res, err, []string{"deeper"}, "", "")
 }
@@ -184,10 +176,8 @@ func TestResolveGitFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(wt, ".git"), []byte("gitdir: ../.git/worktrees/sub\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r.register(t, "outer", r.repo, 1)
-	r.writeSession(t, "outer", tinySession...)
-	r.register(t, "inner", wt, 2)
-	r.writeSession(t, "inner", tinySession...)
+	r.addSession(t, "outer", r.repo, 1, tinySession...)
+	r.addSession(t, "inner", wt, 2, tinySession...)
 	res, err := r.srv.resolve(t.Context(), "", false)
 	checkResolution(t, res, err, []string{"inner"}, "", "")
 }

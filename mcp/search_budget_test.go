@@ -26,12 +26,11 @@ func manyWords(n int) string {
 func TestQuerySearchBudget(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	r.register(t, "S", r.repo, 1)
 	rows := make([]row, 0, 200)
 	for i := range 200 {
 		rows = append(rows, row{role: "user", kind: "text", text: fmt.Sprintf("line %d of a session about w%dx and more", i, i)})
 	}
-	r.writeSession(t, "S", rows...)
+	r.addSession(t, "S", r.repo, 1, rows...)
 	srv := New(storetest.OpenRootAt(t, r.dir), Options{Workspace: r.workspace, Now: func() time.Time { return fixedNow }, Version: "test"})
 	srv.queryBudget = time.Nanosecond
 	c := httpClient(t, srv)

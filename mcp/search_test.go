@@ -121,9 +121,8 @@ func TestSearch(t *testing.T) {
 	t.Parallel()
 	needReader(t)
 	r := newRig(t)
-	r.register(t, "S", r.workspace, 1)
 	rows := standardSession(secret)
-	r.writeSession(t, "S", rows...)
+	r.addSession(t, "S", r.workspace, 1, rows...)
 	c := httpClient(t, r.srv)
 	blobID := store.BlobID(rows[3].text)
 
@@ -188,12 +187,9 @@ func TestSearchSeveralSessions(t *testing.T) {
 	t.Parallel()
 	needReader(t)
 	r := newRig(t)
-	r.register(t, "old", r.repo, 1)
-	r.writeSession(t, "old", standardSession(secret)...)
-	r.register(t, "new", r.repo, 2)
-	r.writeSession(t, "new", standardSession(secret)...)
-	r.register(t, "future", r.repo, 3)
-	r.writeSession(t, "future", tinySession...)
+	r.addSession(t, "old", r.repo, 1, standardSession(secret)...)
+	r.addSession(t, "new", r.repo, 2, standardSession(secret)...)
+	r.addSession(t, "future", r.repo, 3, tinySession...)
 	if err := r.writer.Close(); err != nil { // release the writer before changing the file
 		t.Fatal(err)
 	}

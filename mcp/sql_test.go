@@ -34,10 +34,8 @@ func TestSQL(t *testing.T) {
 	t.Parallel()
 	needReader(t)
 	r := newRig(t)
-	r.register(t, "old", r.repo, 1)
-	r.writeSession(t, "old", tinySession...)
-	r.register(t, "new", r.workspace, 2)
-	r.writeSession(t, "new", standardSession(secret)...)
+	r.addSession(t, "old", r.repo, 1, tinySession...)
+	r.addSession(t, "new", r.workspace, 2, standardSession(secret)...)
 	c := httpClient(t, r.srv)
 
 	t.Run("count the original once", func(t *testing.T) {

@@ -10,8 +10,7 @@ import (
 // tool-calls.jsonl lines name the sessions a call read, so stats can tell calls after a trim.
 func TestStatusCountsToolCalls(t *testing.T) {
 	r := newRig(t)
-	r.register(t, "s1", r.repo, 1)
-	r.writeSession(t, "s1", standardSession("KEY-7 = 0x3f2a")...)
+	r.addSession(t, "s1", r.repo, 1, standardSession("KEY-7 = 0x3f2a")...)
 	c := httpClient(t, r.srv)
 	call(t, c, ToolSearch, map[string]any{"session_id": "s1", "pattern": "KEY-7"})
 	call(t, c, ToolSearch, map[string]any{"query": "nothing-matches-this"})

@@ -46,22 +46,10 @@ func parseItem(f apiFormat, raw []byte) (*message, error) {
 }
 
 // itemType returns the "type" of a JSON object without parsing more than its members, ""
-// when it has none.
+// when it has none (or raw is not an object).
 func itemType(raw []byte) string {
-	if kindOf(raw) != '{' {
-		return ""
-	}
-	mem, err := objectMembers(raw)
-	if err != nil {
-		return ""
-	}
-	for _, f := range mem {
-		if f.key == "type" && kindOf(f.val) == '"' {
-			t, _ := decodeString(f.val)
-			return t
-		}
-	}
-	return ""
+	t, _ := memberString(raw, "type")
+	return t
 }
 
 // removeMembers returns obj without the members whose indices are in drop. The kept

@@ -132,6 +132,25 @@ func callError(t *testing.T, c *client.Client, tool string, args map[string]any)
 	return text
 }
 
+// wantResolutionError calls smart_compact_search (query "hello") and smart_compact_sql
+// ("SELECT 1") through c, with session_id id (none when id is nil), and requires each to
+// answer isError with a message containing want: the session could not be resolved.
+func wantResolutionError(t *testing.T, c *client.Client, id any, want string) {
+	t.Helper()
+	for _, tool := range []string{ToolSearch, ToolSQL} {
+		args := map[string]any{"query": "hello"}
+		if tool == ToolSQL {
+			args = map[string]any{"sql": "SELECT 1"}
+		}
+		if id != nil {
+			args["session_id"] = id
+		}
+		if msg := callError(t, c, tool, args); !strings.Contains(msg, want) {
+			t.Errorf("%s session_id %v: %q, want %q", tool, id, msg, want)
+		}
+	}
+}
+
 // argError is a tool call with bad arguments and a part of the error it must answer.
 type argError struct {
 	name string

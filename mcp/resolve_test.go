@@ -198,25 +198,8 @@ func TestResolveErrorsThroughTools(t *testing.T) {
 		{17, "session_id must be a string"},
 	}
 	for _, tt := range tests {
-		for _, tool := range []string{ToolSearch, ToolSQL} {
-			args := map[string]any{"session_id": tt.id, "query": "hello"}
-			if tool == ToolSQL {
-				args = map[string]any{"session_id": tt.id, "sql": "SELECT 1"}
-			}
-			if msg := callError(t, c, tool, args); !strings.Contains(msg, tt.want) {
-				t.Errorf("%s session_id %v: %q, want %q", tool, tt.id, msg, tt.want)
-			}
-		}
+		wantResolutionError(t, c, tt.id, tt.want)
 	}
 	empty := newRig(t)
-	c2 := httpClient(t, empty.srv)
-	for _, tool := range []string{ToolSearch, ToolSQL} {
-		args := map[string]any{"query": "hello"}
-		if tool == ToolSQL {
-			args = map[string]any{"sql": "SELECT 1"}
-		}
-		if msg := callError(t, c2, tool, args); !strings.Contains(msg, "no session is registered under this workspace") {
-			t.Errorf("%s without sessions: %q", tool, msg)
-		}
-	}
+	wantResolutionError(t, httpClient(t, empty.srv), nil, "no session is registered under this workspace")
 }

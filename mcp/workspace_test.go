@@ -38,15 +38,7 @@ func TestHTTPWorkspaceFromRoots(t *testing.T) {
 	t.Run("no roots", func(t *testing.T) {
 		t.Parallel()
 		c := httpClient(t, srv)
-		for _, tool := range []string{ToolSearch, ToolSQL} {
-			args := map[string]any{"query": "hello"}
-			if tool == ToolSQL {
-				args = map[string]any{"sql": "SELECT 1"}
-			}
-			if msg := callError(t, c, tool, args); !strings.Contains(msg, "names no workspace") {
-				t.Errorf("%s without session_id: %q, want the no-workspace error", tool, msg)
-			}
-		}
+		wantResolutionError(t, c, nil, "names no workspace")
 		// a named session still reads
 		if text, isErr := call(t, c, ToolSQL, map[string]any{"session_id": "C", "sql": "SELECT 1 AS one"}); isErr || !strings.Contains(text, `"one"`) {
 			t.Errorf("session C: %q (error %v)", text, isErr)

@@ -51,23 +51,11 @@ type SetAgentAnswer struct {
 // without its "smarter-compact: " prefix, or a mode other than the one asked for.
 func SetAgentMode(ctx context.Context, base, token, agent string, mode Mode) (SetAgentAnswer, error) {
 	var sw SetAgentAnswer
-	ctx, cancel := context.WithTimeout(ctx, ClientTimeout)
-	defer cancel()
 	body, _ := json.Marshal(map[string]Mode{"mode": mode})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/agents/"+agent, bytes.NewReader(body))
+	resp, b, err := callControl(ctx, http.MethodPost, base+"/api/agents/"+agent, body, token, 16<<10)
 	if err != nil {
 		return sw, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := sendLoopback(req)
-	if err != nil {
-		return sw, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<10))
 	if resp.StatusCode != http.StatusOK {
 		var e struct {
 			Error string `json:"error"`
@@ -94,6 +82,37 @@ func SetAgentMode(ctx context.Context, base, token, agent string, mode Mode) (Se
 		return sw, fmt.Errorf("the running service reports %s's switch as %q, not %q", agent, sw.Mode, mode)
 	}
 	return sw, nil
+}
+
+// callControl makes one control API call within ClientTimeout: method on url, with body as
+// JSON when it is not nil and the bearer token (none sent when token is ""), through
+// sendLoopback. It returns the response, its body already closed, and the first limit bytes
+// of that body. Errors: the request's, or sendLoopback's (a *ServiceDownError when nothing
+// listens).
+func callControl(ctx context.Context, method, url string, body []byte, token string, limit int64) (*http.Response, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, ClientTimeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return nil, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := sendLoopback(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
+	return resp, b, nil
 }
 
 // sendLoopback sends req to the running service: no proxy from the environment, no

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -90,21 +89,10 @@ func (s *Server) apiHealth(w http.ResponseWriter, _ *http.Request) error {
 // is not the control API's.
 func FetchHealth(ctx context.Context, base, token string) (store.HealthSnapshot, error) {
 	var snap store.HealthSnapshot
-	ctx, cancel := context.WithTimeout(ctx, ClientTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/health", nil)
+	resp, b, err := callControl(ctx, http.MethodGet, base+"/api/health", nil, token, 1<<20)
 	if err != nil {
 		return snap, err
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := sendLoopback(req)
-	if err != nil {
-		return snap, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
 		return snap, &notTakenError{fmt.Sprintf("GET /api/health answered %s: %s", resp.Status, strings.TrimSpace(truncate(string(b), 200)))}
 	}

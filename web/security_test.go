@@ -121,14 +121,22 @@ func TestSecurity(t *testing.T) {
 	}
 }
 
-// TestPagesSecurityHeaders checks every page and fragment route for the headers.
-func TestPagesSecurityHeaders(t *testing.T) {
+// routesHarness is a harness with something behind every page and fragment route: the long
+// session ses-long (seedLong) and a blob, whose id it returns.
+func routesHarness(t *testing.T) (*harness, string) {
+	t.Helper()
 	h := newHarness(t)
 	seedLong(t, h, "ses-long")
 	id, err := h.root.WriteBlob("blob text")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h, id
+}
+
+// TestPagesSecurityHeaders checks every page and fragment route for the headers.
+func TestPagesSecurityHeaders(t *testing.T) {
+	h, id := routesHarness(t)
 	for _, path := range []string{"/", "/ui/live?rev=0", "/ui/sessions", "/ui/sessions/ses-long", "/ui/blobs/" + id,
 		"/ui/search?q=long", "/ui/settings", "/ui/sessions/missing"} {
 		w := h.get(path)
@@ -189,12 +197,7 @@ func must[T any](v T, err error) T {
 // slow searches), nor navigate a frame to it. Requests without browser headers, typed or
 // bookmarked ones (none) and the dashboard's own (same-origin) pass.
 func TestResourceIsolation(t *testing.T) {
-	h := newHarness(t)
-	seedLong(t, h, "ses-long")
-	id, err := h.root.WriteBlob("blob text")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, id := routesHarness(t)
 	hdr := func(site, mode, dest string) http.Header {
 		return http.Header{"Sec-Fetch-Site": {site}, "Sec-Fetch-Mode": {mode}, "Sec-Fetch-Dest": {dest}}
 	}

@@ -65,21 +65,27 @@ func chatInvariants(t testing.TB, label string, orig, body []byte) {
 		t.Fatalf("%s: %d standing instructions, want 1", label, si)
 	}
 	// the first user message of the request is kept verbatim (contract: Trim)
-	om := adList(t, orig, "messages")
-	for _, m := range om {
+	if !adFirstUserInView(t, orig, "messages", msgs, "text") {
+		t.Fatalf("%s: the first user message is not in the view", label)
+	}
+}
+
+// adFirstUserInView reports whether the first user element of orig's list key ("messages",
+// "input") is one of view's elements as it was, or once adWithoutPointer(…, partType) undoes
+// the pointer on it; true when orig has no user element.
+func adFirstUserInView(t testing.TB, orig []byte, key string, view []map[string]any, partType string) bool {
+	t.Helper()
+	for _, m := range adList(t, orig, key) {
 		if m["role"] == "user" {
-			found := false
-			for _, v := range msgs {
-				if fmt.Sprint(v) == fmt.Sprint(m) || fmt.Sprint(adWithoutPointer(v, "text")) == fmt.Sprint(m) {
-					found = true
+			for _, v := range view {
+				if fmt.Sprint(v) == fmt.Sprint(m) || fmt.Sprint(adWithoutPointer(v, partType)) == fmt.Sprint(m) {
+					return true
 				}
 			}
-			if !found {
-				t.Fatalf("%s: the first user message is not in the view", label)
-			}
-			break
+			return false
 		}
 	}
+	return true
 }
 
 // adWithoutPointer undoes the pointer on a cut message (the first turn is the cut while

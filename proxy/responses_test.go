@@ -87,19 +87,8 @@ func respInvariants(t testing.TB, label string, orig, body []byte) {
 	if si != 1 {
 		t.Fatalf("%s: %d standing instructions, want 1", label, si)
 	}
-	for _, m := range adList(t, orig, "input") {
-		if m["role"] == "user" {
-			found := false
-			for _, v := range items {
-				if fmt.Sprint(v) == fmt.Sprint(m) || fmt.Sprint(adWithoutPointer(v, "input_text")) == fmt.Sprint(m) {
-					found = true
-				}
-			}
-			if !found {
-				t.Fatalf("%s: the first user item is not in the view\n%s", label, body)
-			}
-			break
-		}
+	if !adFirstUserInView(t, orig, "input", items, "input_text") {
+		t.Fatalf("%s: the first user item is not in the view\n%s", label, body)
 	}
 }
 

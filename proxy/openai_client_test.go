@@ -124,22 +124,26 @@ func simTrailingOutputs(req *fakeupstream.Request) []string {
 }
 
 // simText is a string content, or its text parts joined by newlines.
-func simText(v any) string {
+func simText(v any) string { return strings.Join(simTexts(v), "\n") }
+
+// simTexts returns the texts of a decoded content: a string as the one text, or the "text"
+// of each part of a list; nil for anything else.
+func simTexts(v any) []string {
 	switch c := v.(type) {
 	case string:
-		return c
+		return []string{c}
 	case []any:
-		var parts []string
+		var out []string
 		for _, e := range c {
 			if p, ok := e.(map[string]any); ok {
-				if t, ok := p["text"].(string); ok {
-					parts = append(parts, t)
+				if s, ok := p["text"].(string); ok {
+					out = append(out, s)
 				}
 			}
 		}
-		return strings.Join(parts, "\n")
+		return out
 	}
-	return ""
+	return nil
 }
 
 func simStr(m map[string]any, key string) string {

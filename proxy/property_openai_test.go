@@ -454,23 +454,7 @@ func (it fwdItem) pinned() bool {
 }
 
 // texts returns the text of a message's content: a string, or its text parts.
-func (it fwdItem) texts() []string {
-	switch c := it.obj["content"].(type) {
-	case string:
-		return []string{c}
-	case []any:
-		var out []string
-		for _, e := range c {
-			if p, ok := e.(map[string]any); ok {
-				if s, ok := p["text"].(string); ok {
-					out = append(out, s)
-				}
-			}
-		}
-		return out
-	}
-	return nil
-}
+func (it fwdItem) texts() []string { return simTexts(it.obj["content"]) }
 
 type fwdRequest struct {
 	items        []fwdItem

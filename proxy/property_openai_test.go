@@ -206,13 +206,7 @@ func generatedOpenAIConversations(t *testing.T, format string, first, count, str
 			firstPrompt = fmt.Sprintf("Task %d: remember VALUE-%d. Say hello first.", i, rng.Intn(1e6))
 		}
 		for turn := 0; turn < turns; turn++ {
-			text := firstPrompt
-			if turn > 0 {
-				text = fmt.Sprintf("turn %d of conversation %d", turn, i)
-				if rng.Intn(3) > 0 {
-					text += ", use tools"
-				}
-			}
+			text := propTurnText(rng, firstPrompt, turn, i, 3)
 			if rng.Intn(4) == 0 {
 				text += " in parallel"
 				st.parallel++

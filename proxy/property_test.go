@@ -57,6 +57,21 @@ func propertyWorkers(t *testing.T, run func(t *testing.T, first, count, stride i
 	return n
 }
 
+// propTurnText is the user text of a generated conversation's turn (i numbers the
+// conversation): firstPrompt for turn 0, then "turn N of conversation i", which asks for
+// tools unless rng.Intn(toolsOdds) is 0 (one later turn in toolsOdds goes without). It
+// draws from rng only after the first turn.
+func propTurnText(rng *rand.Rand, firstPrompt string, turn, i, toolsOdds int) string {
+	if turn == 0 {
+		return firstPrompt
+	}
+	text := fmt.Sprintf("turn %d of conversation %d", turn, i)
+	if rng.Intn(toolsOdds) > 0 {
+		text += ", use tools"
+	}
+	return text
+}
+
 // generatedConversations runs count conversations, seeds first, first+stride, …
 func generatedConversations(t *testing.T, first, count, stride int) (trims, requests, compressed int) {
 	fake := fakeupstream.Start(t, fakeupstream.Options{Reply: scriptedReply})
@@ -89,13 +104,7 @@ func generatedConversations(t *testing.T, first, count, stride int) (trims, requ
 		turns := 2 + rng.Intn(5)
 		firstPrompt := fmt.Sprintf("Task %d: remember VALUE-%d. use tools", i, rng.Intn(1e6))
 		for turn := 0; turn < turns; turn++ {
-			text := firstPrompt
-			if turn > 0 {
-				text = fmt.Sprintf("turn %d of conversation %d", turn, i)
-				if rng.Intn(4) > 0 {
-					text += ", use tools"
-				}
-			}
+			text := propTurnText(rng, firstPrompt, turn, i, 4)
 			if rng.Intn(4) == 0 {
 				text += " in parallel"
 			}

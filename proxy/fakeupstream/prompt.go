@@ -275,18 +275,9 @@ func looseParse(doc map[string]any) *parsed {
 			p.system = []map[string]any{{"type": "text", "text": s}}
 		}
 	case []any:
-		for _, e := range s {
-			if b := obj(e); b != nil {
-				p.system = append(p.system, b)
-			}
-		}
+		p.system = objects(s)
 	}
-	tools, _ := doc["tools"].([]any)
-	for _, e := range tools {
-		if t := obj(e); t != nil {
-			p.tools = append(p.tools, t)
-		}
-	}
+	p.tools = objects(doc["tools"])
 	p.toolChoice = obj(doc["tool_choice"])
 	if t := obj(doc["thinking"]); t != nil {
 		p.thinking.typ = str(t, "type")
@@ -306,11 +297,7 @@ func looseParse(doc map[string]any) *parsed {
 				out.blocks = []map[string]any{{"type": "text", "text": c}}
 			}
 		case []any:
-			for _, b := range c {
-				if bm := obj(b); bm != nil {
-					out.blocks = append(out.blocks, bm)
-				}
-			}
+			out.blocks = objects(c)
 		}
 		p.msgs = append(p.msgs, out)
 	}

@@ -287,3 +287,16 @@ func obj(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m
 }
+
+// objects returns the objects among the elements of the JSON list v, in order, skipping the
+// other elements; nil when v is not a list or holds no object.
+func objects(v any) []map[string]any {
+	l, _ := v.([]any)
+	var out []map[string]any
+	for _, e := range l {
+		if m := obj(e); m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}

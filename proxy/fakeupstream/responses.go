@@ -150,11 +150,7 @@ func looseResponses(doc map[string]any) *respParsed {
 		p.items = []map[string]any{{"type": "message", "role": "user",
 			"content": []any{map[string]any{"type": "input_text", "text": in}}}}
 	case []any:
-		for _, e := range in {
-			if m := obj(e); m != nil {
-				p.items = append(p.items, m)
-			}
-		}
+		p.items = objects(in)
 	}
 	inc, _ := doc["include"].([]any)
 	for _, e := range inc {
@@ -162,12 +158,7 @@ func looseResponses(doc map[string]any) *respParsed {
 			p.include = append(p.include, s)
 		}
 	}
-	tools, _ := doc["tools"].([]any)
-	for _, e := range tools {
-		if t := obj(e); t != nil {
-			p.tools = append(p.tools, t)
-		}
-	}
+	p.tools = objects(doc["tools"])
 	return p
 }
 

@@ -74,9 +74,7 @@ func TestE2EClaudeCodeTrims(t *testing.T) {
 // final text, and returns the rig, the runs and the time all turns took.
 func runClaudeScript(t *testing.T, claude, bin string, extraArgs ...string) (fake *fakeupstream.Server, srv *serveProc, tp *tap, runs []agentRun, took time.Duration) {
 	t.Helper()
-	work := filepath.Join(t.TempDir(), "work")
-	home := filepath.Join(t.TempDir(), "home")
-	makeDirs(t, work, home)
+	work, home := agentDirs(t)
 	sc := &script{dir: filepath.Join(work, "data")}
 	sc.writeFiles(t)
 
@@ -190,14 +188,7 @@ func testClaudeCodeSession(t *testing.T, claude, bin, model string, modelArgs []
 	// The session database: every prompt and every tool output is a row; what the last
 	// request carried is in context, the rest is not.
 	db := openSessionDB(t, srv.stateDir, sid)
-	rows := queryInt(t, db, `SELECT count(*) FROM messages`)
-	outRows := queryInt(t, db, `SELECT count(*) FROM messages WHERE in_context = 0`)
-	if rows == 0 {
-		t.Fatal("the session database has no rows")
-	}
-	if outRows == 0 {
-		t.Error("no row has in_context = 0 after a trim")
-	}
+	rows, outRows := countTrimmedRows(t, db)
 	for i, turn := range e2eTurns {
 		if n := queryInt(t, db, `SELECT count(*) FROM messages WHERE role = 'user' AND kind = 'text' AND text = ?`, turn.prompt); n != 1 {
 			t.Errorf("turn %d: %d rows hold the prompt, want 1", i+1, n)
@@ -597,6 +588,22 @@ func queryInt(t *testing.T, db *sql.DB, q string, args ...any) int {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return n
+}
+
+// countTrimmedRows returns how many messages rows the session database db holds and how
+// many of them are out of context (in_context = 0). It fails the test when there are no
+// rows, and reports an error when none is out of context (nothing was trimmed).
+func countTrimmedRows(t *testing.T, db *sql.DB) (rows, outRows int) {
+	t.Helper()
+	rows = queryInt(t, db, `SELECT count(*) FROM messages`)
+	outRows = queryInt(t, db, `SELECT count(*) FROM messages WHERE in_context = 0`)
+	if rows == 0 {
+		t.Fatal("the session database has no rows")
+	}
+	if outRows == 0 {
+		t.Error("no row has in_context = 0: nothing was trimmed")
+	}
+	return rows, outRows
 }
 
 func runTimes(runs []agentRun) string {

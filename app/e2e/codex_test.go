@@ -32,10 +32,9 @@ func TestE2ECodexTrims(t *testing.T) {
 	codex := codexCLI.findLogged(t)
 	bin := buildBinary(t)
 
-	work := filepath.Join(t.TempDir(), "work")
-	home := filepath.Join(t.TempDir(), "home")
+	work, home := agentDirs(t)
 	codexHome := filepath.Join(home, ".codex") // Codex wants it to exist
-	makeDirs(t, work, codexHome)
+	makeDirs(t, codexHome)
 	sc := &toolScript{
 		files:    script{dir: filepath.Join(work, "data")},
 		tool:     "exec_command",

@@ -257,9 +257,7 @@ const lastReplyText = "The value you asked for is LASTREPLY-ZEBRA-9914."
 func TestE2EClaudeCodeLastReplyIsSearchable(t *testing.T) {
 	claude := claudeCLI.find(t)
 	bin := buildBinary(t)
-	work := filepath.Join(t.TempDir(), "work")
-	home := filepath.Join(t.TempDir(), "home")
-	makeDirs(t, work, home)
+	work, home := agentDirs(t)
 	reply := func(req *fakeupstream.Request) fakeupstream.Reply {
 		var blocks []fakeupstream.Block
 		if req.ThinkingEnabled() {

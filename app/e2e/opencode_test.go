@@ -73,13 +73,7 @@ func TestE2EOpenCodeTrims(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			work := filepath.Join(t.TempDir(), "work")
-			home := filepath.Join(t.TempDir(), "home")
-			for _, d := range []string{work, home} {
-				if err := os.MkdirAll(d, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
+			work, home := agentDirs(t)
 			sc := &toolScript{
 				files: script{dir: filepath.Join(work, "data")},
 				tool:  "bash",

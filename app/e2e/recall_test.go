@@ -64,9 +64,7 @@ func TestE2EClaudeCodeRecalls(t *testing.T) {
 	claude := claudeCLI.findLogged(t)
 	bin := buildBinary(t)
 
-	work := filepath.Join(t.TempDir(), "work")
-	home := filepath.Join(t.TempDir(), "home")
-	makeDirs(t, work, home)
+	work, home := agentDirs(t)
 	sc := &recallScript{dir: filepath.Join(work, "data")}
 	sc.writeFiles(t)
 

@@ -552,6 +552,16 @@ func makeDirs(t *testing.T, dirs ...string) {
 	}
 }
 
+// agentDirs creates an agent session's working directory and HOME, each in a temp dir of
+// its own (<t.TempDir()>/work and <t.TempDir()>/home), and returns them in that order.
+func agentDirs(t *testing.T) (work, home string) {
+	t.Helper()
+	work = filepath.Join(t.TempDir(), "work")
+	home = filepath.Join(t.TempDir(), "home")
+	makeDirs(t, work, home)
+	return work, home
+}
+
 // startRig starts the fake upstream answering with reply, the serve binary bin with
 // the environment env builds from the fake's URL, and a tap in front of serve; when
 // the test fails, the requests the tap and the fake saw are logged at cleanup.

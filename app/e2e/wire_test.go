@@ -611,14 +611,7 @@ func checkTrimmedSession(t *testing.T, s trimSession) {
 		t.Fatalf("%s's session id %q is not usable as a database name", s.agent, s.sid)
 	}
 	db := openSessionDB(t, s.srv.stateDir, sid)
-	rows := queryInt(t, db, `SELECT count(*) FROM messages`)
-	outRows := queryInt(t, db, `SELECT count(*) FROM messages WHERE in_context = 0`)
-	if rows == 0 {
-		t.Fatal("the session database has no rows")
-	}
-	if outRows == 0 {
-		t.Error("no row has in_context = 0: nothing was trimmed")
-	}
+	rows, outRows := countTrimmedRows(t, db)
 	// Each tool call was stored once: from the response, with the row the agent's next
 	// request gives it (every call of the script reads its own file).
 	if n := queryInt(t, db, `SELECT count(*) FROM (SELECT text FROM messages WHERE kind = 'tool_use' GROUP BY text HAVING count(*) > 1)`); n > 0 {
@@ -659,25 +652,23 @@ func checkTrimmedSession(t *testing.T, s trimSession) {
 			t.Errorf("turn %d: the prompt's row has in_context = %v, but the last request carries it: %v", i+1, in, want)
 		}
 		for st := 1; st <= turn.steps; st++ {
-			path := s.sc.files.file(i+1, st)
-			n, in, names := inCtx(`SELECT in_context, name FROM messages WHERE role = 'assistant' AND kind = 'tool_use' AND instr(text, ?) > 0`, path)
-			switch {
-			case n != 1:
-				t.Errorf("turn %d step %d: %d assistant tool_use rows name %s, want 1", i+1, st, n, path)
-			case names[0] != s.sc.tool:
-				t.Errorf("turn %d step %d: tool_use row named %q, want %q", i+1, st, names[0], s.sc.tool)
-			case in != strings.Contains(last.raw, path):
-				t.Errorf("turn %d step %d: the tool_use row has in_context = %v, but the last request carries the call: %v", i+1, st, in, !in)
-			}
-			mark := stepMarker(i+1, st)
-			n, in, names = inCtx(`SELECT in_context, name FROM messages WHERE role = 'tool' AND kind = 'tool_result' AND instr(text, ?) > 0`, mark)
-			switch {
-			case n != 1:
-				t.Errorf("turn %d step %d: %d tool tool_result rows hold %q, want 1", i+1, st, n, mark)
-			case names[0] != s.sc.tool:
-				t.Errorf("turn %d step %d: tool_result row named %q, want %q", i+1, st, names[0], s.sc.tool)
-			case in != strings.Contains(last.raw, mark):
-				t.Errorf("turn %d step %d: the tool_result row has in_context = %v, but the last request carries the output: %v", i+1, st, in, !in)
+			// The step's call is one assistant tool_use row naming the file it reads, its output
+			// one tool tool_result row holding its marker; each is in context when the last
+			// request carries it.
+			path, mark := s.sc.files.file(i+1, st), stepMarker(i+1, st)
+			for _, c := range []struct{ role, kind, needle, holds, part string }{
+				{"assistant", "tool_use", path, "name " + path, "call"},
+				{"tool", "tool_result", mark, fmt.Sprintf("hold %q", mark), "output"},
+			} {
+				n, in, names := inCtx(`SELECT in_context, name FROM messages WHERE role = ? AND kind = ? AND instr(text, ?) > 0`, c.role, c.kind, c.needle)
+				switch {
+				case n != 1:
+					t.Errorf("turn %d step %d: %d %s %s rows %s, want 1", i+1, st, n, c.role, c.kind, c.holds)
+				case names[0] != s.sc.tool:
+					t.Errorf("turn %d step %d: %s row named %q, want %q", i+1, st, c.kind, names[0], s.sc.tool)
+				case in != strings.Contains(last.raw, c.needle):
+					t.Errorf("turn %d step %d: the %s row has in_context = %v, but the last request carries the %s: %v", i+1, st, c.kind, in, c.part, !in)
+				}
 			}
 		}
 	}

@@ -140,12 +140,7 @@ func TestConfigFileInUserConfigDir(t *testing.T) {
 	t.Parallel()
 	sys, _, _ := testSystem(t, env{})
 	path := filepath.Join(sys.configDir, "smarter-compact", "config.toml")
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte("[context_proxy]\nport = 0\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeTestFile(t, path, "[context_proxy]\nport = 0\n")
 	err := run(t.Context(), []string{"serve", "--no-tray"}, sys)
 	if err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("err = %v, want the error from %s", err, path)

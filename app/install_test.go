@@ -23,12 +23,7 @@ func installSystem(t *testing.T) (sys system, stdout *syncBuffer, settings, befo
 	fakeBinary(t, sys.exe, version)
 	settings = filepath.Join(sys.home, ".claude", "settings.json")
 	before = "{\n  \"env\": {\n    \"ANTHROPIC_BASE_URL\": \"https://gw.example/anthropic/\"\n  },\n  \"model\": \"opus\"\n}\n"
-	if err := os.MkdirAll(filepath.Dir(settings), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(settings, []byte(before), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeTestFile(t, settings, before)
 	return sys, stdout, settings, before
 }
 
@@ -201,13 +196,8 @@ func TestInstallErrors(t *testing.T) {
 		t.Parallel()
 		sys, stdout, settings, before := installSystem(t)
 		codexConfig := filepath.Join(sys.home, ".codex", "config.toml")
-		if err := os.MkdirAll(filepath.Dir(codexConfig), 0o700); err != nil {
-			t.Fatal(err)
-		}
 		const broken = "model = \"gpt-5\"\n[model_providers\n"
-		if err := os.WriteFile(codexConfig, []byte(broken), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		writeTestFile(t, codexConfig, broken)
 		err := run(t.Context(), []string{"install"}, sys)
 		if ExitCode(err) != 1 || !strings.Contains(err.Error(), codexConfig) || !strings.Contains(err.Error(), "smarter-compact install --agents codex") {
 			t.Fatalf("err %v, want exit 1 naming %s and how to retry\n%s", err, codexConfig, stdout)

@@ -31,12 +31,7 @@ func TestInstallUninstallUpstreamsByteIdentical(t *testing.T) {
 			cfgFile := filepath.Join(sys.configDir, "smarter-compact", "config.toml")
 			record := filepath.Join(sys.configDir, "smarter-compact", "install", "upstreams.json")
 			if c.config != nil {
-				if err := os.MkdirAll(filepath.Dir(cfgFile), 0o700); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(cfgFile, []byte(*c.config), 0o600); err != nil {
-					t.Fatal(err)
-				}
+				writeTestFile(t, cfgFile, *c.config)
 			}
 			if err := run(t.Context(), []string{"install", "--agents", "claude-code"}, sys); err != nil {
 				t.Fatalf("install: %v\n%s", err, stdout)

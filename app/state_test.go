@@ -47,6 +47,21 @@ func testState(t *testing.T, text string, e env) (*state, string, *syncBuffer) {
 	return st, path, logs
 }
 
+// defaultConfigState opens a state on the config.toml sys's environment names when no flag
+// does (config.Path with no --config, as serve finds it) and returns it with that path.
+func defaultConfigState(t *testing.T, sys system) (*state, string) {
+	t.Helper()
+	path, explicit, err := config.Path("", sys.getenv, sys.configDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := newState(stateOptions{Path: path, Explicit: explicit, Sys: sys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, path
+}
+
 func readText(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -235,14 +250,7 @@ func TestStateSetPausedAndMaster(t *testing.T) {
 func TestStateCreatesConfig(t *testing.T) {
 	t.Parallel()
 	sys, _, _ := testSystem(t, env{})
-	path, explicit, err := config.Path("", sys.getenv, sys.configDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := newState(stateOptions{Path: path, Explicit: explicit, Sys: sys})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, path := defaultConfigState(t, sys)
 	if err := st.SetPaused(true); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
-	"github.com/smarter-compact/smarter-compact/proxy/config"
 	"github.com/smarter-compact/smarter-compact/store/storetest"
 	"github.com/smarter-compact/smarter-compact/web"
 )
@@ -35,21 +34,9 @@ func wireServer(t *testing.T) (base string, sys system, files map[string]string)
 		filepath.Join(sys.home, ".codex", "config.toml"):    "# my codex\r\nmodel = \"gpt-5\"  # keep\r\n\r\n[tui]\r\nnotifications = true\r\n",
 	}
 	for path, text := range files {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		writeTestFile(t, path, text)
 	}
-	path, explicit, err := config.Path("", sys.getenv, sys.configDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := newState(stateOptions{Path: path, Explicit: explicit, Sys: sys})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _ := defaultConfigState(t, sys)
 	log := slog.New(slog.DiscardHandler)
 	dash := web.New(web.Options{Root: storetest.OpenRoot(t), Control: st, APIToken: "t", Log: log, Wirer: newWirer(st, sys, "")})
 	ts.Config.Handler = routes(port, http.NotFoundHandler(), http.NotFoundHandler(), dash, log)

@@ -108,6 +108,23 @@ func mustSession(t testing.TB, r *Root, sid string) *DB {
 	return d
 }
 
+// writeSessionAt stores rows, written at now (no rows: none), then events, one AddEvent each,
+// in sessions/<sid>.db through the writer, failing the test on an error.
+func writeSessionAt(t testing.TB, r *Root, sid string, now time.Time, rows []RowWrite, events ...Event) {
+	t.Helper()
+	d := mustSession(t, r, sid)
+	if len(rows) > 0 {
+		if _, err := d.SyncRows(rows, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range events {
+		if err := d.AddEvent(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func age(t testing.TB, path string, mtime time.Time) {
 	t.Helper()
 	if err := os.Chtimes(path, mtime, mtime); err != nil {

@@ -16,19 +16,11 @@ import (
 // falls inside its 24-hour window.
 var statusNow = time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
 
-// writeStatusSession stores one row and events in sessions/<sid>.db through the writer.
+// writeStatusSession stores one row (written at statusNow) and events in sessions/<sid>.db
+// through the writer.
 func writeStatusSession(t *testing.T, r *Root, sid string, events ...Event) {
 	t.Helper()
-	d := mustSession(t, r, sid)
-	fp := Fingerprint("", "user", "text", "", "hello from "+sid)
-	if _, err := d.SyncRows([]RowWrite{{Fingerprint: fp, Thread: fp, Role: "user", Kind: "text", Text: "hello from " + sid, InContext: true}}, statusNow); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range events {
-		if err := d.AddEvent(e); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeSessionAt(t, r, sid, statusNow, []RowWrite{dashRow("hello from "+sid, true)}, events...)
 }
 
 // statusFixture is a root with three sessions written by the writer (events inside and

@@ -25,20 +25,11 @@ func dashRow(text string, in bool) RowWrite {
 	return RowWrite{Fingerprint: fp, Thread: fp, Role: "user", Kind: "text", Text: text, InContext: in}
 }
 
-// writeDashSession stores rows and events in sessions/<sid>.db through the writer.
+// writeDashSession stores rows (written at dashNow) and events in sessions/<sid>.db through
+// the writer.
 func writeDashSession(t testing.TB, r *Root, sid string, rows []RowWrite, events ...Event) {
 	t.Helper()
-	d := mustSession(t, r, sid)
-	if len(rows) > 0 {
-		if _, err := d.SyncRows(rows, dashNow); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, e := range events {
-		if err := d.AddEvent(e); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeSessionAt(t, r, sid, dashNow, rows, events...)
 }
 
 // ageSessionFiles sets the mtime of every file of sid that exists.

@@ -11,6 +11,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/tailscale/hujson"
 )
 
 // Agents returns every agent the installer wires, in the order install handles them.
@@ -213,25 +215,21 @@ func getString(doc *JSONDoc, keys ...string) (string, bool) {
 	return s, true
 }
 
-// jsonKind names the kind of a JSON value for error messages.
+// jsonKind names the kind of a JSON value for error messages, by its first byte, in
+// kindName's words ("an object", "a number", ...); "empty" for no value. Any byte that
+// starts no other kind counts as a number.
 func jsonKind(raw json.RawMessage) string {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 {
 		return "empty"
 	}
-	switch t[0] {
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
+	k := hujson.Kind(t[0])
+	switch k {
+	case '{', '[', '"', 't', 'f', 'n':
+	default:
+		k = '0'
 	}
-	return "a number"
+	return kindName(k)
 }
 
 // parseJSONFile parses c's bytes (an absent file reads as {}), naming the file in the

@@ -305,6 +305,14 @@ func TestSweepClosesPooledReader(t *testing.T) {
 	}
 }
 
+// holds reports whether the pool keeps a reader of session sid.
+func (p *readerPool) holds(sid string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.entries[sid]
+	return ok
+}
+
 // TestReaderPoolLimits: the pool keeps at most its capacity, least recently used out first,
 // closes readers idle past the timeout, and closes everything with the Root.
 func TestReaderPoolLimits(t *testing.T) {
@@ -319,10 +327,7 @@ func TestReaderPoolLimits(t *testing.T) {
 	shared(t, r, "b")
 	shared(t, r, "a") // a is now the most recently used
 	shared(t, r, "c") // b goes
-	r.readers.mu.Lock()
-	_, hasA := r.readers.entries["a"]
-	_, hasB := r.readers.entries["b"]
-	r.readers.mu.Unlock()
+	hasA, hasB := r.readers.holds("a"), r.readers.holds("b")
 	if r.readers.size() != 2 || !hasA || hasB {
 		t.Errorf("pool %d, a %v, b %v; want a and c", r.readers.size(), hasA, hasB)
 	}
@@ -424,10 +429,7 @@ func TestPooledReaderSchemaChanges(t *testing.T) {
 	if _, err := r.OpenReader("empty"); !errors.Is(err, ErrNoSchema) {
 		t.Errorf("empty database: %v", err)
 	}
-	r.readers.mu.Lock()
-	_, pooled := r.readers.entries["empty"]
-	r.readers.mu.Unlock()
-	if pooled {
+	if r.readers.holds("empty") {
 		t.Error("a database without a schema was pooled")
 	}
 }

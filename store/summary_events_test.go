@@ -264,10 +264,7 @@ func TestStatusCached(t *testing.T) {
 	if _, err := r.Status(ctx, statusNow, 24); err != nil {
 		t.Fatal(err)
 	}
-	r.dash.mu.Lock()
-	_, cached := r.dash.events["old2"]
-	r.dash.mu.Unlock()
-	if cached {
+	if _, events := r.dash.holds("old2"); events {
 		t.Error("the deleted session's events stay cached")
 	}
 }

@@ -32,6 +32,15 @@ func writeDashSession(t testing.TB, r *Root, sid string, rows []RowWrite, events
 	writeSessionAt(t, r, sid, dashNow, rows, events...)
 }
 
+// holds reports whether the cache keeps session sid's summary and its events.
+func (c *dashCache) holds(sid string) (summary, events bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, summary = c.summaries[sid]
+	_, events = c.events[sid]
+	return summary, events
+}
+
 // ageSessionFiles sets the mtime of every file of sid that exists.
 func ageSessionFiles(t testing.TB, r *Root, sid string, mtime time.Time) {
 	t.Helper()
@@ -290,10 +299,7 @@ func TestSessionsCache(t *testing.T) {
 				t.Fatalf("deleted session listed: %+v", s)
 			}
 		}
-		r.dash.mu.Lock()
-		_, cached := r.dash.summaries["fx"]
-		r.dash.mu.Unlock()
-		if cached {
+		if summary, _ := r.dash.holds("fx"); summary {
 			t.Error("the deleted session's summary stays cached")
 		}
 	})

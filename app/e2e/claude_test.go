@@ -344,6 +344,12 @@ func finalText(turn, steps int) string {
 	return fmt.Sprintf("E2E turn %d done: read %d files.", turn, steps)
 }
 
+// fillerLine is line l (1 to stepLines-1; line 0 is the step's marker) of the file a step of a
+// turn reads, with its newline; no two places of one script's files hold the same line.
+func fillerLine(turn, step, l int) string {
+	return fmt.Sprintf("batch %d file %d line %02d: value-%d-%d-%02d checksum %08x\n", turn, step, l, turn, step, l, turn*1000003+step*7919+l*104729)
+}
+
 func (sc *script) writeFiles(t *testing.T) {
 	t.Helper()
 	if err := os.MkdirAll(sc.dir, 0o755); err != nil {
@@ -354,7 +360,7 @@ func (sc *script) writeFiles(t *testing.T) {
 			var b strings.Builder
 			b.WriteString(stepMarker(i+1, s) + "\n")
 			for l := 1; l < stepLines; l++ {
-				fmt.Fprintf(&b, "batch %d file %d line %02d: value-%d-%d-%02d checksum %08x\n", i+1, s, l, i+1, s, l, (i+1)*1000003+s*7919+l*104729)
+				b.WriteString(fillerLine(i+1, s, l))
 			}
 			if err := os.WriteFile(sc.file(i+1, s), []byte(b.String()), 0o644); err != nil {
 				t.Fatal(err)

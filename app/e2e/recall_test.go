@@ -347,7 +347,7 @@ func (sc *recallScript) writeFiles(t *testing.T) {
 					b.WriteString("vault code: " + recallValue + "\n")
 					continue
 				}
-				fmt.Fprintf(&b, "batch %d file %d line %02d: value-%d-%d-%02d checksum %08x\n", i+1, s, l, i+1, s, l, (i+1)*1000003+s*7919+l*104729)
+				b.WriteString(fillerLine(i+1, s, l))
 			}
 			if err := os.WriteFile(sc.file(i+1, s), []byte(b.String()), 0o644); err != nil {
 				t.Fatal(err)

@@ -85,11 +85,7 @@ func runClaudeScript(t *testing.T, claude, bin string, extraArgs ...string) (fak
 	env := claudeEnv(home, tp.URL)
 	start := time.Now()
 	for i, turn := range e2eTurns {
-		args := []string{"-p", turn.prompt, "--allowedTools", "Bash"}
-		if i > 0 {
-			args = append(args, "--continue")
-		}
-		args = append(args, extraArgs...)
+		args := append(claudeTurnArgs(i, turn.prompt), extraArgs...)
 		run := runAgent(t, 3*time.Minute, claude, work, env, args...)
 		runs = append(runs, run)
 		if run.err != nil {
@@ -100,6 +96,16 @@ func runClaudeScript(t *testing.T, claude, bin string, extraArgs ...string) (fak
 		}
 	}
 	return fake, srv, tp, runs, time.Since(start)
+}
+
+// claudeTurnArgs returns the arguments of `claude -p` for turn i (0-based) of a scripted
+// session: the prompt with the Bash tool allowed, and --continue after the first turn.
+func claudeTurnArgs(i int, prompt string) []string {
+	args := []string{"-p", prompt, "--allowedTools", "Bash"}
+	if i > 0 {
+		args = append(args, "--continue")
+	}
+	return args
 }
 
 func testClaudeCodeSession(t *testing.T, claude, bin, model string, modelArgs []string) {

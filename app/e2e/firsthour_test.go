@@ -106,11 +106,7 @@ func TestE2EFirstHour(t *testing.T) {
 		"SMARTER_COMPACT_STATE_DIR=" + srv.stateDir}
 	trimmed := false
 	for i, turn := range e2eTurns {
-		args := []string{"-p", turn.prompt, "--allowedTools", "Bash"}
-		if i > 0 {
-			args = append(args, "--continue")
-		}
-		run := runAgent(t, 3*time.Minute, claude, work, env, args...)
+		run := runAgent(t, 3*time.Minute, claude, work, env, claudeTurnArgs(i, turn.prompt)...)
 		if run.err != nil {
 			t.Fatalf("turn %d: claude failed:\n%s\n%s", i+1, run, diagnose(fake, srv))
 		}

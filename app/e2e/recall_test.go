@@ -526,11 +526,7 @@ func TestE2EClaudeCodeRecallOnTrim(t *testing.T) {
 	// the hooks run with Claude Code's environment: the same store and config as serve
 	env := append(claudeEnv(home, tp.URL), "SMARTER_COMPACT_STATE_DIR="+srv.stateDir, "SMARTER_COMPACT_CONFIG="+config)
 	for i, turn := range e2eTurns {
-		args := []string{"-p", turn.prompt, "--allowedTools", "Bash"}
-		if i > 0 {
-			args = append(args, "--continue")
-		}
-		run := runAgent(t, 3*time.Minute, claude, work, env, args...)
+		run := runAgent(t, 3*time.Minute, claude, work, env, claudeTurnArgs(i, turn.prompt)...)
 		if run.err != nil || !strings.Contains(run.stdout, finalText(i+1, turn.steps)) {
 			t.Fatalf("turn %d: claude failed or did not print the fake's final text:\n%s\n%s", i+1, run, diagnose(fake, srv))
 		}

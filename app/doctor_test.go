@@ -245,12 +245,12 @@ func TestDoctorRot(t *testing.T) {
 			fakeBinary(t, stablePath(sys), "0.9.0")
 		}, "it is smarter-compact 0.9.0, this is smarter-compact " + version, "'smarter-compact install --agents claude-code'"},
 		{"another development build", func(t *testing.T, sys system, _ string, _ func()) {
-			if err := os.WriteFile(stablePath(sys), []byte(mustRead(t, sys.exe)+"# rebuilt\n"), 0o755); err != nil {
+			if err := os.WriteFile(stablePath(sys), []byte(readText(t, sys.exe)+"# rebuilt\n"), 0o755); err != nil {
 				t.Fatal(err)
 			}
 		}, "another development build than this one", "'smarter-compact install --agents claude-code'"},
 		{"JSONC settings.json", func(t *testing.T, _ system, settings string, _ func()) {
-			text := strings.Replace(mustRead(t, settings), "{\n", "{\n  // added by hand\n", 1)
+			text := strings.Replace(readText(t, settings), "{\n", "{\n  // added by hand\n", 1)
 			if err := os.WriteFile(settings, []byte(text), 0o600); err != nil {
 				t.Fatal(err)
 			}

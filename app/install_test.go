@@ -116,7 +116,7 @@ func TestInstallUninstall(t *testing.T) {
 		t.Errorf("settings.json after install, want the hooks to run %s, not %s:\n%s", stablePath(sys), sys.exe, got)
 	}
 	wantIn(t, "stdout", out, []string{"binary: copied " + sys.exe + " to " + stablePath(sys) + "; the agents and the login service run that copy"})
-	if src, dst := mustRead(t, sys.exe), mustRead(t, stablePath(sys)); src != dst {
+	if src, dst := readText(t, sys.exe), readText(t, stablePath(sys)); src != dst {
 		t.Errorf("the stable copy differs from the binary it was copied from")
 	}
 	if fi, err := os.Stat(stablePath(sys)); runtime.GOOS != "windows" && (err != nil || fi.Mode().Perm() != 0o755) {
@@ -224,15 +224,6 @@ func TestInstallErrors(t *testing.T) {
 	})
 }
 
-func mustRead(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // TestInstallRefusesJSONCSettings: Claude Code ignores a settings.json with comments, so
 // install does not wire it, says why and what to do, and leaves the file as it was.
 func TestInstallRefusesJSONCSettings(t *testing.T) {
@@ -250,7 +241,7 @@ func TestInstallRefusesJSONCSettings(t *testing.T) {
 		"claude-code: " + settings + ": line 2: comments or trailing commas (JSONC), which Claude Code does not accept",
 		"remove the comments and trailing commas, then run 'smarter-compact install --agents claude-code'",
 	})
-	if got := mustRead(t, settings); got != jsonc {
+	if got := readText(t, settings); got != jsonc {
 		t.Errorf("settings.json changed:\n%s", got)
 	}
 }

@@ -62,6 +62,7 @@ func defaultConfigState(t *testing.T, sys system) (*state, string) {
 	return st, path
 }
 
+// readText returns the text of the file at path, failing the test when it cannot be read.
 func readText(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)

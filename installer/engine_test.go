@@ -57,7 +57,7 @@ func (f fakeAgent) Plan(env Env) (*AgentPlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, ptr := range sortedKeysOf(f.jsonSet) {
+		for _, ptr := range sortedKeys(f.jsonSet) {
 			if old, ok := doc.Get(ptr); ok && ptr == "/env/ANTHROPIC_BASE_URL" && !strings.Contains(string(old), "127.0.0.1") {
 				plan.Upstreams = map[string]string{"anthropic": strings.Trim(string(old), `"`)}
 			}
@@ -86,14 +86,14 @@ func (f fakeAgent) Plan(env Env) (*AgentPlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, k := range sortedKeysOf(f.tomlKey) {
+		for _, k := range sortedKeys(f.tomlKey) {
 			op, err := doc.SetKey(k, json.RawMessage(port(f.tomlKey[k])))
 			if err != nil {
 				return nil, err
 			}
 			fe.Ops = append(fe.Ops, op)
 		}
-		for _, h := range sortedKeysOf(f.tables) {
+		for _, h := range sortedKeys(f.tables) {
 			want := port(f.tables[h])
 			if cur, ok := doc.Table(h); ok && sameTOML(cur, want) {
 				continue
@@ -129,15 +129,6 @@ func readForPlan(path string) ([]byte, os.FileMode, error) {
 		return nil, 0o600, err
 	}
 	return b, fileMode(path, 0o600), nil
-}
-
-func sortedKeysOf(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // openForPlan reads path with read and parses it with parse; the FileEdit it returns

@@ -245,6 +245,7 @@ func ServiceFile(cfg ServiceConfig) (ServiceDef, error) {
 	return ServiceDef{}, fmt.Errorf("%w: no login service for %s; start `%s` yourself", ErrServiceUnsupported, c.GOOS, strings.Join(append([]string{c.Exe}, c.Args...), " "))
 }
 
+// sortedKeys returns the keys of m in ascending order.
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

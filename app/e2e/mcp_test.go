@@ -207,11 +207,7 @@ func newStoreRig(t *testing.T) *storeRig {
 	base := t.TempDir()
 	r := &storeRig{dir: filepath.Join(base, "context")}
 	r.repo, r.workspace = mcptest.Workspace(t, base)
-	var err error
-	if r.writer, err = store.Open(r.dir); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.writer.Close() })
+	r.writer = storetest.OpenRootAt(t, r.dir)
 	return r
 }
 

@@ -112,11 +112,17 @@ func (f *fakeEmbeddings) set(fn func()) {
 
 func (f *fakeEmbeddings) url() string { return f.srv.URL + "/v1" }
 
-func (f *fakeEmbeddings) sizes() []int {
+// inputs returns the inputs of every call so far, one slice a call, in the order they came.
+func (f *fakeEmbeddings) inputs() [][]string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// sizes returns how many inputs each call so far had.
+func (f *fakeEmbeddings) sizes() []int {
 	var s []int
-	for _, c := range f.calls {
+	for _, c := range f.inputs() {
 		s = append(s, len(c))
 	}
 	return s
@@ -236,9 +242,7 @@ func TestEmbedderOrderTruncationAndBatches(t *testing.T) {
 		t.Fatalf("after one run: %+v", st)
 	}
 	// Trimmed rows first (5..1 newest first), then the rest newest first; 8 code points each.
-	f.mu.Lock()
-	first := f.calls[0]
-	f.mu.Unlock()
+	first := f.inputs()[0]
 	if want := []string{"row 5 éé", "row 4 éé", "row 3 éé", "row 2 éé"}; !slices.Equal(first, want) {
 		t.Errorf("first batch %q, want %q", first, want)
 	}
@@ -260,9 +264,7 @@ func TestEmbedderOrderTruncationAndBatches(t *testing.T) {
 		more = append(more, storetest.Row{Thread: "b", Role: "tool", Text: fmt.Sprintf("more %d", i)})
 	}
 	storetest.SyncRows(t, r, "s", time.Now(), more)
-	f.mu.Lock()
-	f.calls = nil
-	f.mu.Unlock()
+	f.set(func() { f.calls = nil })
 	e.runSession(context.Background(), "s")
 	if got := f.sizes(); !slices.Equal(got, []int{8, 16, 6}) {
 		t.Errorf("second run batch sizes %v", got)
@@ -301,13 +303,9 @@ func TestEmbedderFailingRowIsSkippedAfterThreeRuns(t *testing.T) {
 	}
 	// A new row arrives: it goes before the row that failed.
 	storetest.SyncRows(t, r, "s", time.Now(), append(rows, storetest.Row{Thread: "a", Role: "user", Text: "fine 7"}))
-	f.mu.Lock()
-	f.calls = nil
-	f.mu.Unlock()
+	f.set(func() { f.calls = nil })
 	e.runSession(context.Background(), "s")
-	f.mu.Lock()
-	calls := f.calls
-	f.mu.Unlock()
+	calls := f.inputs()
 	if len(calls) != 2 || calls[0][0] != "fine 7" || calls[1][0] != "POISON row" {
 		t.Errorf("run 2 calls %q: new rows first, then the failed one", calls)
 	}

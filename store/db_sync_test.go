@@ -89,6 +89,45 @@ func num(n int64) sql.NullInt64   { return sql.NullInt64{Int64: n, Valid: true} 
 
 var t0 = time.Date(2026, 10, 29, 19, 0, 0, 987654321, time.FixedZone("CEST", 2*3600)) // 17:00:00Z
 
+// TestSyncRowsLinesAcrossBatches writes rows whose lines fill several insert batches
+// (lineMaxBatch), one row's lines crossing from one batch into the next, a remainder below a
+// batch and empty lines, and reads back every line in order with its seq, number and role.
+func TestSyncRowsLinesAcrossBatches(t *testing.T) {
+	r := newRoot(t)
+	d := mustSession(t, r, "s")
+	counts := []int{lineMaxBatch - 3, 7, 2*lineMaxBatch + 1, 1, 37}
+	var specs [][4]string
+	for i, n := range counts {
+		lines := make([]string, n)
+		for l := range lines {
+			if l%5 != 4 { // every fifth line empty
+				lines[l] = fmt.Sprintf("row %d line %d", i, l+1)
+			}
+		}
+		role := []string{"user", "tool"}[i%2]
+		specs = append(specs, [4]string{role, "text", "", strings.Join(lines, "\n")})
+	}
+	rows := chain(specs...)
+	if _, err := d.SyncRows(rows, t0); err != nil {
+		t.Fatal(err)
+	}
+	var want []lineRow
+	for i, row := range rows {
+		for l, text := range strings.Split(row.Text, "\n") {
+			want = append(want, lineRow{Seq: int64(i + 1), No: int64(l + 1), Role: row.Role, Text: text})
+		}
+	}
+	got := readLines(t, otherConn(t, d.Path(), "mode=ro"))
+	if len(got) != len(want) {
+		t.Fatalf("%d lines stored, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("line %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
 func TestSyncRowsInserts(t *testing.T) {
 	r := newRoot(t)
 	d := mustSession(t, r, "s")

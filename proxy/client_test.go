@@ -47,6 +47,7 @@ type simFailure struct {
 // failTurn records msg in failed when tolerating; otherwise it fails t with msg and does not
 // return. The caller's turn stops either way.
 func (f *simFailure) failTurn(t testing.TB, msg string) {
+	t.Helper()
 	if f.tolerate {
 		f.failed = msg
 		return

@@ -324,12 +324,14 @@ func (d *DB) execBatched(ctx context.Context, cache *map[int]*sql.Stmt, table, c
 	return res, nil
 }
 
-// insertLines inserts the lines rows of the messages rows[i] for i in inserts, which got the
-// seqs base+1, base+2, ... in order (one lines row a line of text, line_no from
-// 1). The lines go out lineMaxBatch at a time as they are cut, in the same statements one
-// argument list for the whole call would give: a session's first request, its whole
-// history, held four boxed values a line at once that way, 19 MB of serve's 79 MB live heap
-// in the inuse profile of cmd/bench's 32 concurrent 120k sessions.
+// insertLines inserts the lines rows of the messages rows[i] for i in inserts, which got
+// the seqs base+1, base+2, ... in order (one lines row a line of text, line_no from 1).
+// The lines go out lineMaxBatch at a time as they are cut. These are the statements one
+// argument list for the whole call gave, because execBatched cuts a long list into
+// statements of lineMaxBatch rows (a power of two times exactBatch) and then the rest. One
+// list for the whole call held four boxed values for every line of a session's history on
+// its first request: 19 MB of serve's 79 MB live heap in the inuse profile of cmd/bench's
+// 32 concurrent 120k sessions.
 func (d *DB) insertLines(ctx context.Context, rows []RowWrite, inserts []int, base int64) error {
 	args := make([]any, 0, lineMaxBatch*lineParams)
 	for k, i := range inserts {

@@ -85,18 +85,22 @@ func readBody(r *http.Request) ([]byte, error) {
 
 // setBodySegments makes the parts of w r's identity body, read in place (segments).
 func setBodySegments(r *http.Request, w *segments) {
-	r.Body = io.NopCloser(w.reader())
-	r.ContentLength = int64(w.len())
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(w.reader()), nil }
-	r.Header.Set("Content-Length", strconv.Itoa(w.len()))
-	r.Header.Del("Content-Encoding")
+	setBodyReader(r, w.len(), w.reader, "")
 }
 
+// setBody makes body r's body, sent with Content-Encoding encoding ("" for identity).
 func setBody(r *http.Request, body []byte, encoding string) {
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	r.Header.Set("Content-Length", fmt.Sprint(len(body)))
+	setBodyReader(r, len(body), func() io.Reader { return bytes.NewReader(body) }, encoding)
+}
+
+// setBodyReader makes r's body the n bytes open returns, a fresh reader from the start on
+// each call (GetBody, for a retry), with its Content-Length; encoding "" removes the
+// client's Content-Encoding, any other keeps it.
+func setBodyReader(r *http.Request, n int, open func() io.Reader, encoding string) {
+	r.Body = io.NopCloser(open())
+	r.ContentLength = int64(n)
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(open()), nil }
+	r.Header.Set("Content-Length", strconv.Itoa(n))
 	if encoding == "" {
 		r.Header.Del("Content-Encoding")
 	}

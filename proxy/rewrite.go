@@ -40,7 +40,8 @@ type rewritten struct {
 	breakpointAt string
 }
 
-// body returns the rewritten body as one slice (a copy of the parts).
+// body returns the rewritten body as one slice: a copy of the parts, or the one part when
+// there is only one (segments.bytes).
 func (r *rewritten) body() []byte { return r.out.bytes() }
 
 // errPassThrough is returned for a request that must reach the upstream untouched (a Codex

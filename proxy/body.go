@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/andybalholm/brotli"
@@ -81,29 +80,6 @@ func readBody(r *http.Request) ([]byte, error) {
 		return nil, fmt.Errorf("the body ended after %d of %d bytes", n, r.ContentLength)
 	}
 	return nil, err
-}
-
-// setBodySegments makes the parts of w r's identity body, read in place (segments).
-func setBodySegments(r *http.Request, w *segments) {
-	setBodyReader(r, w.len(), w.reader, "")
-}
-
-// setBody makes body r's body, sent with Content-Encoding encoding ("" for identity).
-func setBody(r *http.Request, body []byte, encoding string) {
-	setBodyReader(r, len(body), func() io.Reader { return bytes.NewReader(body) }, encoding)
-}
-
-// setBodyReader makes r's body the n bytes open returns, a fresh reader from the start on
-// each call (GetBody, for a retry), with its Content-Length; encoding "" removes the
-// client's Content-Encoding, any other keeps it.
-func setBodyReader(r *http.Request, n int, open func() io.Reader, encoding string) {
-	r.Body = io.NopCloser(open())
-	r.ContentLength = int64(n)
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(open()), nil }
-	r.Header.Set("Content-Length", strconv.Itoa(n))
-	if encoding == "" {
-		r.Header.Del("Content-Encoding")
-	}
 }
 
 // decodeBody undoes a request Content-Encoding (gzip, zstd, br; DESIGN.md §4.3).

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/store"
+	"golang.org/x/sync/semaphore"
 )
 
 // Proxy serves the model-API routes (DESIGN.md §4, §5). It is safe for concurrent use;
@@ -45,6 +47,12 @@ type Proxy struct {
 	// together (32 sessions' first requests at once peaked serve at 276 MB before).
 	work chan struct{}
 
+	// bodies is the body budget (body_held.go): the bytes of request bodies read and not yet
+	// answered by the upstream.
+	bodies *semaphore.Weighted
+	// bodyRead, when set (tests), sees each request body the rewrite path reads.
+	bodyRead func([]byte)
+
 	// noReplyRows turns off storing the reply from the response (reply_rows.go), the
 	// behaviour before it: tests show what it fixes and the benchmark what it costs.
 	noReplyRows bool
@@ -68,6 +76,7 @@ func New(settings Settings, toggles Toggles, root *store.Root, log *slog.Logger)
 		sessions:    map[string]*session{},
 		work:        make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
 		cacheBudget: cacheBudget,
+		bodies:      semaphore.NewWeighted(bodyBudget),
 	}
 	p.settings.Store(&settings)
 	transport := &http.Transport{
@@ -226,7 +235,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // dry renders without trimming or storing (count_tokens).
 func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel context.CancelFunc, tg target, dry bool) {
 	ctx := withIdle(out.Context(), cancel, p.cfg().IdleTimeout)
+	held, err := p.holdBody(ctx, out)
+	if err != nil {
+		out.Body.Close()
+		if isIdle(ctx) { // waited for room in the body budget longer than the idle timeout
+			writeError(w, tg.family, http.StatusGatewayTimeout, "timeout_error",
+				"smarter-compact: the request waited for room for its body longer than the idle timeout; the service is overloaded")
+		}
+		return // else the client went away while the request waited
+	}
+	defer held.drop()
+	ctx = context.WithValue(ctx, heldKey{}, held)
 	raw, err := readBody(out)
+	if p.bodyRead != nil {
+		p.bodyRead(raw)
+	}
 	if err != nil {
 		out.Body.Close()
 		writeError(w, tg.family, http.StatusBadRequest, "invalid_request_error", "smarter-compact: reading the request body failed: "+err.Error())
@@ -253,7 +276,7 @@ func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel co
 	res := p.rewriteSafely(tg, rt.agent, out.Header, raw, dry)
 	<-p.work
 	if res == nil {
-		setBody(out, raw, out.Header.Get("Content-Encoding"))
+		held.set(out, len(raw), func() io.Reader { return bytes.NewReader(raw) }, out.Header.Get("Content-Encoding"))
 		p.rp.ServeHTTP(w, out.WithContext(ctx))
 		return
 	}
@@ -262,10 +285,12 @@ func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel co
 		// accepts them: send the rewritten body the same way. Other bodies go out as
 		// identity, which every upstream accepts.
 		body := res.body()
-		setBody(out, zstdEncoder.EncodeAll(body, make([]byte, 0, len(body)/4)), "zstd")
+		z := zstdEncoder.EncodeAll(body, make([]byte, 0, len(body)/4))
+		held.set(out, len(z), func() io.Reader { return bytes.NewReader(z) }, "zstd")
 	} else {
-		setBodySegments(out, res.out)
+		held.set(out, res.out.len(), res.out.reader, "")
 	}
+	res.out = nil // the held body has the bytes now; res lives on in the usage tap
 	if !dry {
 		ctx = context.WithValue(ctx, tapKey{}, res)
 	}

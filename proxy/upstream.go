@@ -15,6 +15,7 @@ import (
 // upstreamError answers when the upstream cannot be reached or stops answering: a 502
 // (504 on a timeout) with an Anthropic-shaped error, never a 200 with an empty body.
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	dropHeld(r.Context())
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil && !isIdle(r.Context()) {
 		return // the client went away
 	}
@@ -79,6 +80,7 @@ func isIdle(ctx context.Context) bool {
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	ctx := resp.Request.Context()
+	dropHeld(ctx) // answered: the transport replays the body no more
 	st, _ := ctx.Value(idleKey{}).(*idleState)
 	var body io.ReadCloser = resp.Body
 	if st != nil {

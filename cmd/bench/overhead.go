@@ -68,6 +68,9 @@ type overheadResult struct {
 	// size, in ms: the warm stream's CPU less its sessions' first requests, each measured
 	// from idle to idle so the store writes the request queued are in it. NaN off Linux.
 	WarmCPU map[int]float64
+	// BareWarmCPU is the same for the bare reverse proxy over the same requests: the floor
+	// a proxy that reads and writes these bytes pays on this machine (syscalls, copies).
+	BareWarmCPU map[int]float64
 }
 
 // rig is the arms of the overhead run; an arm whose url is "" is not in it.
@@ -75,6 +78,7 @@ type rig struct {
 	urls    [nArms]string
 	clients [nArms]*http.Client
 	serve   *proc
+	bare    *proc // the bare reverse proxy, for its CPU time; nil where not measured
 	mu      sync.Mutex
 	seen    map[string]bool // session ids sent to serve
 }
@@ -207,7 +211,7 @@ type overheadPlan struct {
 // the three arms, the latency streams of pl, the trim check of the new cuts, the throughput
 // levels on fresh serves and, when pl.Profile, the profiled serve.
 func runOverhead(ctx context.Context, pl overheadPlan, bin, tmp string, logf func(string, ...any)) (*overheadResult, error) {
-	res := &overheadResult{RPSTokens: pl.RPSTokens, RPSSeconds: pl.RPSSeconds, WarmCPU: map[int]float64{}}
+	res := &overheadResult{RPSTokens: pl.RPSTokens, RPSSeconds: pl.RPSSeconds, WarmCPU: map[int]float64{}, BareWarmCPU: map[int]float64{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -228,7 +232,7 @@ func runOverhead(ctx context.Context, pl overheadPlan, bin, tmp string, logf fun
 		return nil, err
 	}
 	defer srv.stop()
-	r := &rig{serve: srv}
+	r := &rig{serve: srv, bare: bare}
 	r.urls = [nArms]string{upURL + "/v1/messages?beta=true", bare.url() + "/claude-code/v1/messages?beta=true", srv.url() + "/claude-code/v1/messages?beta=true", ""}
 	if !pl.Peers {
 		res.Peer = peerInfo{Name: peerName, Skipped: "not asked for: run `make bench PEERS=1` (or -peers) to install it from npm and add its arm"}
@@ -289,9 +293,9 @@ func latencyStreams(ctx context.Context, r *rig, srv *proc, pl overheadPlan, res
 			var sids []string
 			var err error
 			if kind == "warm" {
-				var cpu float64
-				cpu, err = warmStream(r, lc, fmt.Sprintf("bench-warm-%d", tokens))
-				res.WarmCPU[tokens] = cpu
+				var cpu, bareCPU float64
+				cpu, bareCPU, err = warmStream(r, lc, fmt.Sprintf("bench-warm-%d", tokens))
+				res.WarmCPU[tokens], res.BareWarmCPU[tokens] = cpu, bareCPU
 			} else {
 				sids, err = cutStream(r, lc, fmt.Sprintf("bench-cut-%d", tokens), srv.stateDir)
 				if len(sids) > 0 {
@@ -359,24 +363,34 @@ func throughputLevels(ctx context.Context, r *rig, bin, tmp string, cfg serveCon
 
 // warmStream: a session whose previous request serve has seen; each measured request adds
 // one tool step. A session is replaced (its first request unmeasured) once it grew by a
-// tenth, to keep the size near lc.Tokens. It returns serve's CPU time per measured request
-// in ms: r.serve's CPU over the stream less each replacement's first request, every reading
-// taken with serve idle (its queued store writes done), NaN when it cannot be read.
-func warmStream(r *rig, lc *latencyCase, prefix string) (float64, error) {
+// tenth, to keep the size near lc.Tokens. It returns serve's and the bare proxy's CPU time
+// per measured request in ms: each one's CPU over the stream less the sessions' first
+// requests, every reading taken with the process idle (serve's queued store writes done),
+// NaN when it cannot be read (bare: when r.bare is nil).
+func warmStream(r *rig, lc *latencyCase, prefix string) (serveCPU, bareCPU float64, err error) {
 	sessions := 0
 	var c *convo
-	var primeCPU time.Duration
+	var primeCPU [2]time.Duration // serve's and bare's CPU in the sessions' first requests
+	cpus := func() [2]time.Duration {
+		var b time.Duration = -1
+		if r.bare != nil {
+			b = r.bare.idleCPU()
+		}
+		return [2]time.Duration{r.serve.idleCPU(), b}
+	}
 	fresh := func() error {
 		sessions++
 		c = convoOf(fmt.Sprintf("%s-%04d", prefix, sessions), lc.Tokens)
-		before := r.serve.idleCPU()
+		before := cpus()
 		err := r.all(c.SID, c.body())
-		primeCPU += r.serve.idleCPU() - before
+		after := cpus()
+		primeCPU[0] += after[0] - before[0]
+		primeCPU[1] += after[1] - before[1]
 		return err
 	}
-	start := r.serve.idleCPU()
+	start := cpus()
 	if err := fresh(); err != nil {
-		return nan, err
+		return nan, nan, err
 	}
 	limit := lc.Tokens + max(lc.Tokens/10, 1000)
 	total := 0
@@ -384,22 +398,28 @@ func warmStream(r *rig, lc *latencyCase, prefix string) (float64, error) {
 		c.add()
 		if c.size() > limit {
 			if err := fresh(); err != nil {
-				return nan, err
+				return nan, nan, err
 			}
 			c.add()
 		}
 		body := c.body()
 		total += len(body)
 		if err := r.measure(lc, i, c.SID, body); err != nil {
-			return nan, err
+			return nan, nan, err
 		}
 	}
 	lc.Bytes = total / max(lc.N, 1)
-	used := r.serve.idleCPU() - start - primeCPU
-	if start < 0 || lc.N == 0 {
-		return nan, nil
+	end := cpus()
+	if lc.N == 0 {
+		return nan, nan, nil
 	}
-	return ms(used) / float64(lc.N), nil
+	per := func(k int) float64 {
+		if start[k] < 0 || end[k] < 0 {
+			return nan
+		}
+		return ms(end[k]-start[k]-primeCPU[k]) / float64(lc.N)
+	}
+	return per(0), per(1), nil
 }
 
 // cutStream: each measured request makes a new cut on a session warmed (unmeasured, in every

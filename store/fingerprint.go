@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"unicode/utf8"
@@ -169,7 +169,7 @@ func appendArray[V any](b []byte, xs []V, elem func([]byte, V) ([]byte, error)) 
 // appendObject writes m as a JSON object with its keys in code point order, each value by elem.
 func appendObject[V any](b []byte, m map[string]V, elem func([]byte, V) ([]byte, error)) ([]byte, error) {
 	b = append(b, '{')
-	for i, k := range sortedKeys(m) {
+	for i, k := range slices.Sorted(maps.Keys(m)) { // byte order of UTF-8 = code point order
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -185,15 +185,6 @@ func appendObject[V any](b []byte, m map[string]V, elem func([]byte, V) ([]byte,
 
 // appendJSStringValue is appendJSString as an element writer of appendArray and appendObject.
 func appendJSStringValue(b []byte, s string) ([]byte, error) { return appendJSString(b, s), nil }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // byte order of UTF-8 = code point order
-	return keys
-}
 
 // appendJSNumber writes f as JavaScript's Number#toString does (the same rule encoding/json
 // follows), except that -0 is written as 0, as JSON.stringify does.

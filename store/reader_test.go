@@ -297,11 +297,7 @@ func TestReaderKeepsRetentionAge(t *testing.T) {
 			_ = os.Remove(filepath.Join(r.Dir(), "sessions", "s"+suffix))
 		}
 		ageSession(t, r, old)
-		r2, err := Open(r.Dir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = r2.Close() }) // before the temp dir goes: Windows deletes no open file
+		r2 := openRoot(t, r.Dir())
 		before := sessionTimes(t, r2)
 		readEverything(t, r2, "c")
 		newest := func(m map[string]time.Time) time.Time {

@@ -173,7 +173,7 @@ func TestReaderOldSchemas(t *testing.T) {
 }
 
 // sessionTimes returns the mtime of every file in sessions/.
-func sessionTimes(t *testing.T, r *Root) map[string]time.Time {
+func sessionTimes(t testing.TB, r *Root) map[string]time.Time {
 	t.Helper()
 	dir := filepath.Join(r.Dir(), "sessions")
 	ents, err := os.ReadDir(dir)
@@ -191,7 +191,8 @@ func sessionTimes(t *testing.T, r *Root) map[string]time.Time {
 	return m
 }
 
-func ageSession(t *testing.T, r *Root, when time.Time) {
+// ageSessions sets the modification time of every file in sessions/ to when.
+func ageSessions(t testing.TB, r *Root, when time.Time) {
 	t.Helper()
 	for name := range sessionTimes(t, r) {
 		age(t, filepath.Join(r.Dir(), "sessions", name), when)
@@ -257,7 +258,7 @@ func TestReaderKeepsRetentionAge(t *testing.T) {
 		if !exists(filepath.Join(r.Dir(), "sessions", "s.db-wal")) {
 			t.Fatal("no -wal while the writer is open")
 		}
-		ageSession(t, r, old)
+		ageSessions(t, r, old)
 		check(t, r, "s")
 	})
 	t.Run("writer closed (no -wal)", func(t *testing.T) {
@@ -273,7 +274,7 @@ func TestReaderKeepsRetentionAge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ageSession(t, r2, old)
+		ageSessions(t, r2, old)
 		check(t, r2, "s")
 	})
 	t.Run("-wal without -shm", func(t *testing.T) {
@@ -296,7 +297,7 @@ func TestReaderKeepsRetentionAge(t *testing.T) {
 		for _, suffix := range []string{".db", ".db-wal", ".db-shm"} {
 			_ = os.Remove(filepath.Join(r.Dir(), "sessions", "s"+suffix))
 		}
-		ageSession(t, r, old)
+		ageSessions(t, r, old)
 		r2 := openRoot(t, r.Dir())
 		before := sessionTimes(t, r2)
 		readEverything(t, r2, "c")

@@ -440,7 +440,7 @@ func TestPooledReaderKeepsRetentionAge(t *testing.T) {
 	r := newRoot(t)
 	syncTestRows(t, mustSession(t, r, "s"), []testRow{{thread: "a", role: "user", text: "deploy it"}})
 	old := time.Now().Add(-10 * 24 * time.Hour).Truncate(time.Second)
-	ageSession(t, r, old)
+	ageSessions(t, r, old)
 	before := sessionTimes(t, r)
 	for range 3 {
 		if n := searchTotal(t, r, "s", "deploy"); n != 1 {

@@ -488,12 +488,7 @@ func (s *concSession) body() []byte {
 // means it failed (recorded in st).
 func (s *concSession) send(st *concStats) ([]map[string]any, bool) {
 	req, _ := http.NewRequest("POST", s.url, bytes.NewReader(s.body()))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Api-Key", "dummy-key")
-	req.Header.Set("Anthropic-Version", "2023-06-01")
-	req.Header.Set("Anthropic-Beta", "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27")
-	req.Header.Set("X-Claude-Code-Session-Id", s.sid)
-	req.Header.Set("User-Agent", "claude-cli/2.1.332 (external, sdk-cli)")
+	req.Header = fakeupstream.ClaudeCodeHeader(s.sid, "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27")
 	at := time.Now()
 	resp, err := s.http.Do(req)
 	if err != nil {

@@ -158,7 +158,10 @@ func run(ctx context.Context, args []string, sys system) error {
 		"follow": follow, "hook": hook, "service": serviceCmd, "doctor": doctorCmd,
 	}
 	if f, ok := commandFuncs[cmd]; ok {
-		return f(ctx, rest, sys)
+		if err := f(ctx, rest, sys); !errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return nil // -h printed the command's usage
 	}
 	switch cmd {
 	case "version", "--version", "-version", "-v":
@@ -181,7 +184,7 @@ func run(ctx context.Context, args []string, sys system) error {
 var commands = []string{"install", "uninstall", "serve", "service", "on", "off", "follow", "status", "doctor", "mcp", "hook", "version", "help"}
 
 // parseFlags parses a subcommand's flags. -h prints the flags to stdout and returns
-// flag.ErrHelp, which the caller turns into a clean exit.
+// flag.ErrHelp, which the command returns and run turns into a clean exit.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
@@ -235,9 +238,6 @@ func writeJSON(w io.Writer, v any) error {
 func mcpStdio(ctx context.Context, args []string, sys system) error {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	if err := parseFlags(fs, args, sys.stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	root, err := openStore(sys)

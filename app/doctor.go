@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -47,9 +46,6 @@ func doctorCmd(ctx context.Context, args []string, sys system) error {
 	asJSON := fs.Bool("json", false, "print the checks as JSON")
 	configFlag := fs.String("config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
 	if err := parseFlags(fs, args, sys.stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	rep := doctor(ctx, sys, *configFlag)

@@ -49,9 +49,7 @@ func parseInstallFlags(name string, args []string, sys system) (installFlags, []
 // makes the exit status 1; its files are untouched.
 func install(ctx context.Context, args []string, sys system) error {
 	f, agents, err := parseInstallFlags("install", args, sys)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	} else if err != nil {
+	if err != nil {
 		return err
 	}
 	cfgPath, cfg, err := installConfig(f.config, sys)
@@ -101,9 +99,7 @@ func install(ctx context.Context, args []string, sys system) error {
 // afterwards. It works with the service down.
 func uninstall(ctx context.Context, args []string, sys system) error {
 	f, agents, err := parseInstallFlags("uninstall", args, sys)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	} else if err != nil {
+	if err != nil {
 		return err
 	}
 	// The port only names the proxy in the agents' files; a broken config must not stop

@@ -51,8 +51,8 @@ func onOff(ctx context.Context, on bool, args []string, sys system) error {
 // the change because our token is missing or wrong, or something else answers on the port,
 // the CLI saves the file itself and says so.
 func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) error {
-	configFlag, agents, help, err := parseSwitchFlags(mode, args, sys)
-	if err != nil || help {
+	configFlag, agents, err := parseSwitchFlags(mode, args, sys)
+	if err != nil {
 		return err
 	}
 	path, _, err := config.Path(configFlag, sys.getenv, sys.configDir)
@@ -118,9 +118,9 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 	return nil
 }
 
-// parseSwitchFlags parses the flags and agents of `on`, `off` and `follow`; help is true
-// when -h printed the usage.
-func parseSwitchFlags(mode web.Mode, args []string, sys system) (configFlag string, agents []string, help bool, err error) {
+// parseSwitchFlags parses the flags and agents of `on`, `off` and `follow`; -h prints the
+// usage and is flag.ErrHelp (parseFlags).
+func parseSwitchFlags(mode web.Mode, args []string, sys system) (configFlag string, agents []string, err error) {
 	name := string(mode)
 	what := "turns trimming " + name + " for"
 	if mode == web.ModeFollow {
@@ -135,13 +135,13 @@ func parseSwitchFlags(mode web.Mode, args []string, sys system) (configFlag stri
 			name, strings.ToUpper(what[:1])+what[1:], strings.Join(config.ConfiguredAgents, ", "))
 		fs.SetOutput(sys.stdout)
 		fs.PrintDefaults()
-		return "", nil, true, nil
+		return "", nil, err
 	}
 	if err != nil {
-		return "", nil, false, usageError{fmt.Sprintf("%s: %v%s: run 'smarter-compact %s -h'", name, err, flagSuggestion(fs, err), name)}
+		return "", nil, usageError{fmt.Sprintf("%s: %v%s: run 'smarter-compact %s -h'", name, err, flagSuggestion(fs, err), name)}
 	}
 	agents, err = pickAgents(name, fs.Args())
-	return configFlag, agents, false, err
+	return configFlag, agents, err
 }
 
 // switchBases are where a running service may listen: the address it recorded

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,9 +18,6 @@ func stats(ctx context.Context, args []string, sys system) error {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON (tools keyed by tool name, per session and overall)")
 	if err := parseFlags(fs, args, sys.stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -69,9 +68,6 @@ func status(ctx context.Context, args []string, sys system) error {
 	configFlag := fs.String("config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
 	verbose := fs.Bool("verbose", false, "after the summary, the diagnostics: config, routes, store, every fail-open, the prompt cache's counts")
 	if err := parseFlags(fs, args, sys.stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	if *hours < store.StatusMinHours || *hours > store.StatusMaxHours {

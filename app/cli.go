@@ -1,9 +1,7 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -216,20 +214,6 @@ func flagSuggestion(fs *flag.FlagSet, err error) string {
 		return fmt.Sprintf(" (did you mean %q?)", "--"+s)
 	}
 	return ""
-}
-
-// writeJSON writes v as indented JSON without HTML escaping (status --json, doctor --json),
-// in one write.
-func writeJSON(w io.Writer, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	_, err := w.Write(buf.Bytes())
-	return err
 }
 
 // mcpStdio is the `mcp` command (DESIGN.md §2): the recall tools over stdin and stdout,

@@ -50,7 +50,7 @@ func doctorCmd(ctx context.Context, args []string, sys system) error {
 	}
 	rep := doctor(ctx, sys, *configFlag)
 	if *asJSON {
-		if err := writeJSON(sys.stdout, rep); err != nil {
+		if err := installer.WriteJSON(sys.stdout, rep); err != nil {
 			return err
 		}
 	} else {

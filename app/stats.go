@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
@@ -33,7 +34,7 @@ func stats(ctx context.Context, args []string, sys system) error {
 		return err
 	}
 	if *asJSON {
-		return writeJSON(sys.stdout, st)
+		return installer.WriteJSON(sys.stdout, st)
 	}
 	writeStats(sys.stdout, &st)
 	return nil

@@ -113,7 +113,7 @@ func status(ctx context.Context, args []string, sys system) error {
 		checkStale(&rep, proxy.FileVersion(exe))
 	}
 	if *asJSON {
-		return writeJSON(sys.stdout, rep)
+		return installer.WriteJSON(sys.stdout, rep)
 	}
 	writeStatusSummary(sys.stdout, &rep, *verbose)
 	if *verbose {

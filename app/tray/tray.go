@@ -247,21 +247,9 @@ func statusLine(s storeStats) string {
 	}
 	line := fmt.Sprintf("Today: %s, %s", plural(s.Today.Requests, "request"), plural(s.Today.Trims, "trim"))
 	if f := s.Saved; f != nil && f.Requests > 0 && f.Percent != nil {
-		line += fmt.Sprintf(", %s saved (%.1f %%)", money(f.Saved), *f.Percent)
+		line += fmt.Sprintf(", %s saved (%s %%)", savings.USD(f.Saved), savings.PercentText(*f.Percent))
 	}
 	return line
-}
-
-// money is the dashboard's dollar format: two decimals from $0.10 on, four below.
-func money(v float64) string {
-	sign := ""
-	if v < 0 {
-		sign, v = "-", -v
-	}
-	if v >= 0.1 || v == 0 {
-		return fmt.Sprintf("%s$%.2f", sign, v)
-	}
-	return fmt.Sprintf("%s$%.4f", sign, v)
 }
 
 func plural(n int64, word string) string {

@@ -21,9 +21,6 @@ func stats(ctx context.Context, args []string, sys system) error {
 	if err := parseFlags(fs, args, sys.stdout); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("stats: unexpected argument %q", fs.Arg(0))}
-	}
 	root, err := openStore(sys)
 	if err != nil {
 		return err

@@ -79,11 +79,12 @@ func status(ctx context.Context, args []string, sys system) error {
 	prices := savings.DefaultPrices() // when the config does not load
 	path, explicit, err := config.Path(*configFlag, sys.getenv, sys.configDir)
 	if err == nil {
-		var cfg config.Config
-		if cfg, err = config.Load(path, explicit, sys.getenv); err == nil {
+		var rc config.Resolved
+		if rc, _, err = config.LoadText(path, explicit, sys.getenv); err == nil {
+			cfg := rc.Config
 			rep.Config, port, prices = cfg.Path, cfg.Port, cfg.Prices
 			rep.Memory = "recall on trim: " + cfg.Memory.String()
-			rep.Agents = agentStatuses(cfg, sys.getenv, port)
+			rep.Agents = agentStatuses(cfg, &rc.File, sys.getenv, port)
 		}
 	}
 	if err != nil {
@@ -187,15 +188,8 @@ func plural(n int, one, many string) string {
 }
 
 // agentStatuses lists the agents in display order with where their value comes from
-// (Switches.Rule), read again from the config file (config.Load keeps only the resolved
-// value).
-func agentStatuses(cfg config.Config, getenv func(string) string, port int) []agentStatus {
-	var f config.File
-	if cfg.Path != "" {
-		if b, err := config.ReadFile(cfg.Path); err == nil {
-			_ = config.DecodeFile(cfg.Path, b, &f) // config.Load already decoded it without error
-		}
-	}
+// (Switches.Rule of f, the file cfg was resolved from).
+func agentStatuses(cfg config.Config, f *config.File, getenv func(string) string, port int) []agentStatus {
 	sw := config.SwitchesOf(&f.ContextProxy, getenv)
 	var out []agentStatus
 	for _, agent := range slices.Concat(config.ConfiguredAgents, []string{config.AgentUnknown}) {

@@ -170,27 +170,16 @@ func saveSwitch(path string, cfgErr error, agents []string, mode web.Mode, sys s
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
-	text := old
-	if mode == web.ModeFollow {
-		if old != nil {
-			text, err = installer.RemoveKeysIn(old, "context_proxy.agents", agents, true, true, false)
-			if err != nil {
-				return fmt.Errorf("config %s: %v; remove the lines %s under [context_proxy.agents] by hand", path, err, strings.Join(agents, ", "))
-			}
+	text, err := switchText(old, agents, mode)
+	switch {
+	case err != nil && mode == web.ModeFollow:
+		return fmt.Errorf("config %s: %v; remove the lines %s under [context_proxy.agents] by hand", path, err, strings.Join(agents, ", "))
+	case err != nil:
+		var lines strings.Builder
+		for _, a := range agents {
+			fmt.Fprintf(&lines, "\n  %s = %s", a, installer.TOMLBool(mode == web.ModeOn))
 		}
-	} else {
-		keys := make([]installer.TOMLKey, len(agents))
-		for i, a := range agents {
-			keys[i] = installer.TOMLKey{Name: a, Value: installer.TOMLBool(mode == web.ModeOn)}
-		}
-		text, err = installer.SetKeysIn(old, "context_proxy.agents", keys)
-		if err != nil {
-			var lines strings.Builder
-			for _, k := range keys {
-				fmt.Fprintf(&lines, "\n  %s = %s", k.Name, k.Value)
-			}
-			return fmt.Errorf("config %s: %v; under [context_proxy.agents] put:%s", path, err, lines.String())
-		}
+		return fmt.Errorf("config %s: %v; under [context_proxy.agents] put:%s", path, err, lines.String())
 	}
 	if !bytes.Equal(text, old) {
 		if err := checkWritable(path); err != nil {

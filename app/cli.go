@@ -224,23 +224,20 @@ func mcpStdio(ctx context.Context, args []string, sys system) error {
 	if err := parseFlags(fs, args, sys.stdout); err != nil {
 		return err
 	}
-	root, err := openStore(sys)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	// The embedding settings come from the same config as serve's. Recall must work while
-	// that config is broken, so an error only turns hybrid search off.
-	var cfg config.Config
-	if path, explicit, err := config.Path("", sys.getenv, sys.configDir); err != nil {
-		sys.log.Warn("mcp: config not read, hybrid search off", "err", err)
-	} else if cfg, err = config.Load(path, explicit, sys.getenv); err != nil {
-		sys.log.Warn("mcp: config not read, hybrid search off", "err", err)
-		cfg = config.Config{}
-	}
-	srv := mcp.New(root, mcpOptions(cfg, sys))
-	sys.log.Debug("mcp: serving stdio", "store", root.Dir(), "workspace", sys.workdir)
-	return srv.ServeStdio(ctx, sys.stdin, sys.stdout)
+	return withStore(sys, func(root *store.Root) error {
+		// The embedding settings come from the same config as serve's. Recall must work while
+		// that config is broken, so an error only turns hybrid search off.
+		var cfg config.Config
+		if path, explicit, err := config.Path("", sys.getenv, sys.configDir); err != nil {
+			sys.log.Warn("mcp: config not read, hybrid search off", "err", err)
+		} else if cfg, err = config.Load(path, explicit, sys.getenv); err != nil {
+			sys.log.Warn("mcp: config not read, hybrid search off", "err", err)
+			cfg = config.Config{}
+		}
+		srv := mcp.New(root, mcpOptions(cfg, sys))
+		sys.log.Debug("mcp: serving stdio", "store", root.Dir(), "workspace", sys.workdir)
+		return srv.ServeStdio(ctx, sys.stdin, sys.stdout)
+	})
 }
 
 // embedConfig is the background embedder's configuration ([context_store] embedding_*; the
@@ -278,4 +275,14 @@ func openStore(sys system) (*store.Root, error) {
 		return nil, fmt.Errorf("open context store: %w", err)
 	}
 	return root, nil
+}
+
+// withStore runs f on the context store (openStore), closed when f returns.
+func withStore(sys system, f func(*store.Root) error) error {
+	root, err := openStore(sys)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return f(root)
 }

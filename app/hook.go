@@ -180,31 +180,23 @@ func registerIfMissing(sys system, reg store.Registration) error {
 // [memory] table (memoryBank). A config that does not load still registers the session,
 // without a bank, and the error is the hook's one line.
 func register(sys system, reg store.Registration) error {
-	root, err := openStore(sys)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	bank, cfgErr := memoryBank(sys, reg.Cwd)
-	if reg.Bank == "" {
-		reg.Bank = bank
-	}
-	if err := root.Register(reg); err != nil { // registered_at: now, UTC
-		return err
-	}
-	if cfgErr != nil {
-		return fmt.Errorf("registered without a memory bank: %w", cfgErr)
-	}
-	return nil
+	return withStore(sys, func(root *store.Root) error {
+		bank, cfgErr := memoryBank(sys, reg.Cwd)
+		if reg.Bank == "" {
+			reg.Bank = bank
+		}
+		if err := root.Register(reg); err != nil { // registered_at: now, UTC
+			return err
+		}
+		if cfgErr != nil {
+			return fmt.Errorf("registered without a memory bank: %w", cfgErr)
+		}
+		return nil
+	})
 }
 
 func setForce(sys system, sid string) error {
-	root, err := openStore(sys)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	return root.SetForce(sid)
+	return withStore(sys, func(root *store.Root) error { return root.SetForce(sid) })
 }
 
 // memoryBank returns the bank of a session working in cwd under the user's config.toml

@@ -21,20 +21,17 @@ func stats(ctx context.Context, args []string, sys system) error {
 	if err := parseFlags(fs, args, sys.stdout); err != nil {
 		return err
 	}
-	root, err := openStore(sys)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	st, err := root.Stats(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return installer.WriteJSON(sys.stdout, st)
-	}
-	writeStats(sys.stdout, &st)
-	return nil
+	return withStore(sys, func(root *store.Root) error {
+		st, err := root.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return installer.WriteJSON(sys.stdout, st)
+		}
+		writeStats(sys.stdout, &st)
+		return nil
+	})
 }
 
 // counted is n and its noun: "1 call", "2 calls".

@@ -77,20 +77,19 @@ func hookSID(raw string) (string, error) {
 	return sid, nil
 }
 
-func noArgs(event string, args []string) error {
+// claudeHookInput reads the JSON Claude Code sends a hook of event on stdin; the event takes
+// no arguments.
+func claudeHookInput(event string, args []string, sys system) (installer.ClaudeHookInput, error) {
 	if len(args) > 0 {
-		return fmt.Errorf("unexpected argument %q: %s reads its input on stdin", strings.Join(args, " "), event)
+		return installer.ClaudeHookInput{}, fmt.Errorf("unexpected argument %q: %s reads its input on stdin", strings.Join(args, " "), event)
 	}
-	return nil
+	return installer.ReadClaudeHookInput(sys.stdin)
 }
 
 // hookSessionStart writes Claude Code's registration. SessionStart prints nothing: Claude Code
 // adds a SessionStart hook's stdout to the model's context.
 func hookSessionStart(args []string, sys system) error {
-	if err := noArgs("session-start", args); err != nil {
-		return err
-	}
-	in, err := installer.ReadClaudeHookInput(sys.stdin)
+	in, err := claudeHookInput("session-start", args, sys)
 	if err != nil {
 		return err
 	}
@@ -104,10 +103,7 @@ func hookSessionStart(args []string, sys system) error {
 // hookPromptSubmit turns the prompt "/smarter-compact" into the session's force flag and
 // blocks it, so it never reaches the model; any other prompt passes, with nothing printed.
 func hookPromptSubmit(args []string, sys system) error {
-	if err := noArgs("prompt-submit", args); err != nil {
-		return err
-	}
-	in, err := installer.ReadClaudeHookInput(sys.stdin)
+	in, err := claudeHookInput("prompt-submit", args, sys)
 	if err != nil {
 		return err
 	}

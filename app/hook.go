@@ -31,9 +31,8 @@ the hook protocol goes to stdout.
 `
 
 // hook is the `hook <event>` command the agents' hooks run (DESIGN.md §2; contract:
-// Location, sessions/<sid>.json and sessions/<sid>.force). It returns a non-nil error only
-// for -h: every failure is one line on stderr and exit 0, so a broken store never breaks
-// the agent.
+// Location, sessions/<sid>.json and sessions/<sid>.force). It always returns nil: every
+// failure is one line on stderr and exit 0, so a broken store never breaks the agent.
 func hook(_ context.Context, args []string, sys system) error {
 	if len(args) == 0 {
 		fmt.Fprint(sys.stderr, hookUsage)

@@ -124,13 +124,11 @@ func status(ctx context.Context, args []string, sys system) error {
 	return nil
 }
 
-// writeStatusSummary prints the plain summary `status` leads with (issue 15, Deliver 6): is
-// the service up, which agents trim, what the last hours did, and what to do next. Every
-// line says something only it says; the details are writeStatus's (--verbose).
-//
-// Where other lines belong: the money saved (today, this week) goes right after the
-// "Last N hours" line; the pipeline's health (upstream and store failures) right after
-// the service line, since an error there is what the user must see first.
+// writeStatusSummary prints the plain summary `status` leads with (issue 15, Deliver 6): the
+// money saved, is the service up, which agents trim, what the last hours did, and what to do
+// next. Every line says something only it says; the details are writeStatus's (--verbose).
+// The pipeline's health (upstream and store failures) comes right after the service line,
+// since an error there is what the user must see first.
 func writeStatusSummary(w io.Writer, rep *statusReport, verbose bool) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	writeSavingsHeadline(w, &rep.Savings) // "you saved $X today" first (issue 15)

@@ -54,6 +54,22 @@ func mustReader(t testing.TB, r *Root, sid string) *Reader {
 	return rd
 }
 
+// readWith opens a reader of sid, returns what f reads with it and closes it; an error fails
+// the test.
+func readWith[T any](t testing.TB, r *Root, sid string, f func(*Reader) (T, error)) T {
+	t.Helper()
+	rd, err := r.OpenReader(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	v, err := f(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 func TestOpenReader(t *testing.T) {
 	r := newRoot(t)
 	d := mustSession(t, r, "s")

@@ -388,10 +388,7 @@ var (
 )
 
 func (sc *script) reply(req *fakeupstream.Request) fakeupstream.Reply {
-	var blocks []fakeupstream.Block
-	if req.ThinkingEnabled() {
-		blocks = append(blocks, fakeupstream.Thinking(fmt.Sprintf("Planning the next step after %d messages.", len(req.Messages))))
-	}
+	blocks := fakeupstream.ThinkingFirst(req, fmt.Sprintf("Planning the next step after %d messages.", len(req.Messages)))
 	turn, step := position(req)
 	switch {
 	case turn < 1 || turn > len(e2eTurns):

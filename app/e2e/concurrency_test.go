@@ -372,10 +372,7 @@ var concTurnRE = regexp.MustCompile(`CONC-TURN s=(\d+) t=(\d+)`)
 // concReply is the fake model: thinking first, then for a new user turn one Bash call, and
 // for the tool's output a short text that ends the turn.
 func concReply(req *fakeupstream.Request) fakeupstream.Reply {
-	var blocks []fakeupstream.Block
-	if req.ThinkingEnabled() {
-		blocks = append(blocks, fakeupstream.Thinking("Working on it."))
-	}
+	blocks := fakeupstream.ThinkingFirst(req, "Working on it.")
 	if req.EndsWithToolResults() {
 		return fakeupstream.Reply{Content: append(blocks, fakeupstream.Text("Read it; moving on."))}
 	}

@@ -255,10 +255,7 @@ func TestE2EClaudeCodeLastReplyIsSearchable(t *testing.T) {
 	bin := buildBinary(t)
 	work, home := agentDirs(t)
 	reply := func(req *fakeupstream.Request) fakeupstream.Reply {
-		var blocks []fakeupstream.Block
-		if req.ThinkingEnabled() {
-			blocks = append(blocks, fakeupstream.Thinking("Answering the question."))
-		}
+		blocks := fakeupstream.ThinkingFirst(req, "Answering the question.")
 		return fakeupstream.Reply{Content: append(blocks, fakeupstream.Text(lastReplyText))}
 	}
 	fake, srv, tp := startRig(t, bin, reply, func(fakeURL string) []string {

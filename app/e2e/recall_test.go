@@ -344,10 +344,7 @@ func (sc *recallScript) writeFiles(t *testing.T) {
 }
 
 func (sc *recallScript) reply(req *fakeupstream.Request) fakeupstream.Reply {
-	var blocks []fakeupstream.Block
-	if req.ThinkingEnabled() {
-		blocks = append(blocks, fakeupstream.Thinking(fmt.Sprintf("Planning the next step after %d messages.", len(req.Messages))))
-	}
+	blocks := fakeupstream.ThinkingFirst(req, fmt.Sprintf("Planning the next step after %d messages.", len(req.Messages)))
 	say := func(s string) fakeupstream.Reply {
 		return fakeupstream.Reply{Content: append(blocks, fakeupstream.Text(s))}
 	}

@@ -332,10 +332,7 @@ func ccBody(model string, rest ...obj) obj {
 // scripted replies with a Bash tool call until the conversation holds a tool result, then
 // with text; thinking first when the request turns it on.
 func scripted(req *fakeupstream.Request) fakeupstream.Reply {
-	var c []fakeupstream.Block
-	if req.ThinkingEnabled() {
-		c = append(c, fakeupstream.Thinking("Let me run it."))
-	}
+	c := fakeupstream.ThinkingFirst(req, "Let me run it.")
 	if req.EndsWithToolResults() {
 		return fakeupstream.Reply{Content: append(c, fakeupstream.Text("It printed hello."))}
 	}

@@ -204,9 +204,8 @@ type storeRig struct {
 
 func newStoreRig(t *testing.T) *storeRig {
 	t.Helper()
-	base := t.TempDir()
-	r := &storeRig{dir: filepath.Join(base, "context")}
-	r.repo, r.workspace = mcptest.Workspace(t, base)
+	r := &storeRig{}
+	r.dir, r.repo, r.workspace = mcptest.Workspace(t)
 	r.writer = storetest.OpenRootAt(t, r.dir)
 	return r
 }

@@ -237,16 +237,5 @@ func pickAgents(cmd string, names []string) ([]string, error) {
 	if len(names) == 0 {
 		return slices.Clone(config.ConfiguredAgents), nil
 	}
-	var out []string
-	for _, n := range names {
-		if !slices.Contains(config.ConfiguredAgents, n) {
-			return nil, usageError{fmt.Sprintf("%s: unknown agent %q%s: use %s", cmd, n, config.DidYouMean(n, config.ConfiguredAgents), strings.Join(config.ConfiguredAgents, ", "))}
-		}
-	}
-	for _, a := range config.ConfiguredAgents {
-		if slices.Contains(names, a) {
-			out = append(out, a)
-		}
-	}
-	return out, nil
+	return knownAgents(cmd, names, config.ConfiguredAgents)
 }

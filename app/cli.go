@@ -1,9 +1,7 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -158,7 +156,10 @@ func run(ctx context.Context, args []string, sys system) error {
 		"follow": follow, "hook": hook, "service": serviceCmd, "doctor": doctorCmd,
 	}
 	if f, ok := commandFuncs[cmd]; ok {
-		return f(ctx, rest, sys)
+		if err := f(ctx, rest, sys); !errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return nil // -h printed the command's usage
 	}
 	switch cmd {
 	case "version", "--version", "-version", "-v":
@@ -181,7 +182,7 @@ func run(ctx context.Context, args []string, sys system) error {
 var commands = []string{"install", "uninstall", "serve", "service", "on", "off", "follow", "status", "doctor", "mcp", "hook", "version", "help"}
 
 // parseFlags parses a subcommand's flags. -h prints the flags to stdout and returns
-// flag.ErrHelp, which the caller turns into a clean exit.
+// flag.ErrHelp, which the command returns and run turns into a clean exit.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
@@ -215,48 +216,28 @@ func flagSuggestion(fs *flag.FlagSet, err error) string {
 	return ""
 }
 
-// writeJSON writes v as indented JSON without HTML escaping (status --json, doctor --json),
-// in one write.
-func writeJSON(w io.Writer, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	_, err := w.Write(buf.Bytes())
-	return err
-}
-
 // mcpStdio is the `mcp` command (DESIGN.md §2): the recall tools over stdin and stdout,
 // reading the context store directly, so it works while serve is down. stdout carries
 // JSON-RPC only; logs go to stderr. It returns nil when stdin ends.
 func mcpStdio(ctx context.Context, args []string, sys system) error {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	if err := parseFlags(fs, args, sys.stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+		return err
+	}
+	return withStore(sys, func(root *store.Root) error {
+		// The embedding settings come from the same config as serve's. Recall must work while
+		// that config is broken, so an error only turns hybrid search off.
+		var cfg config.Config
+		if path, explicit, err := config.Path("", sys.getenv, sys.configDir); err != nil {
+			sys.log.Warn("mcp: config not read, hybrid search off", "err", err)
+		} else if cfg, err = config.Load(path, explicit, sys.getenv); err != nil {
+			sys.log.Warn("mcp: config not read, hybrid search off", "err", err)
+			cfg = config.Config{}
 		}
-		return err
-	}
-	root, err := openStore(sys)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	// The embedding settings come from the same config as serve's. Recall must work while
-	// that config is broken, so an error only turns hybrid search off.
-	var cfg config.Config
-	if path, explicit, err := config.Path("", sys.getenv, sys.configDir); err != nil {
-		sys.log.Warn("mcp: config not read, hybrid search off", "err", err)
-	} else if cfg, err = config.Load(path, explicit, sys.getenv); err != nil {
-		sys.log.Warn("mcp: config not read, hybrid search off", "err", err)
-		cfg = config.Config{}
-	}
-	srv := mcp.New(root, mcpOptions(cfg, sys))
-	sys.log.Debug("mcp: serving stdio", "store", root.Dir(), "workspace", sys.workdir)
-	return srv.ServeStdio(ctx, sys.stdin, sys.stdout)
+		srv := mcp.New(root, mcpOptions(cfg, sys))
+		sys.log.Debug("mcp: serving stdio", "store", root.Dir(), "workspace", sys.workdir)
+		return srv.ServeStdio(ctx, sys.stdin, sys.stdout)
+	})
 }
 
 // embedConfig is the background embedder's configuration ([context_store] embedding_*; the
@@ -294,4 +275,14 @@ func openStore(sys system) (*store.Root, error) {
 		return nil, fmt.Errorf("open context store: %w", err)
 	}
 	return root, nil
+}
+
+// withStore runs f on the context store (openStore), closed when f returns.
+func withStore(sys system, f func(*store.Root) error) error {
+	root, err := openStore(sys)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return f(root)
 }

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,28 +12,12 @@ import (
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
-// Check outcomes (installer's): fail makes doctor exit 1; warn and info only inform.
-const (
-	checkOK   = installer.CheckOK
-	checkFail = installer.CheckFail
-	checkWarn = installer.CheckWarn
-	checkInfo = installer.CheckInfo
-)
-
-// doctorCheck is one line of `doctor`: what was checked, the outcome, and for anything but
-// ok, what to do.
-type doctorCheck struct {
-	Name    string `json:"name"`
-	Status  string `json:"status"` // ok, fail, warn, info
-	Message string `json:"message"`
-	Fix     string `json:"fix,omitempty"`
-}
-
-// doctorReport is `doctor --json`.
+// doctorReport is `doctor --json`: a line per check (installer.Finding; CheckFail makes
+// doctor exit 1, CheckWarn and CheckInfo only inform).
 type doctorReport struct {
-	OK     bool          `json:"ok"`
-	Failed int           `json:"failed"`
-	Checks []doctorCheck `json:"checks"`
+	OK     bool                `json:"ok"`
+	Failed int                 `json:"failed"`
+	Checks []installer.Finding `json:"checks"`
 }
 
 // doctorCmd is the `doctor` command (DESIGN.md §2; issue 5 item 8; issue 15, Deliver 3):
@@ -47,14 +30,11 @@ func doctorCmd(ctx context.Context, args []string, sys system) error {
 	asJSON := fs.Bool("json", false, "print the checks as JSON")
 	configFlag := fs.String("config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
 	if err := parseFlags(fs, args, sys.stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	rep := doctor(ctx, sys, *configFlag)
 	if *asJSON {
-		if err := writeJSON(sys.stdout, rep); err != nil {
+		if err := installer.WriteJSON(sys.stdout, rep); err != nil {
 			return err
 		}
 	} else {
@@ -68,8 +48,8 @@ func doctorCmd(ctx context.Context, args []string, sys system) error {
 
 func doctor(ctx context.Context, sys system, configFlag string) doctorReport {
 	var rep doctorReport
-	add := func(c doctorCheck) {
-		if c.Status == checkFail {
+	add := func(c installer.Finding) {
+		if c.Status == installer.CheckFail {
 			rep.Failed++
 		}
 		rep.Checks = append(rep.Checks, c)
@@ -83,14 +63,14 @@ func doctor(ctx context.Context, sys system, configFlag string) doctorReport {
 	}
 	switch {
 	case err != nil:
-		add(doctorCheck{Name: "config", Status: checkFail, Message: err.Error(),
+		add(installer.Finding{Name: "config", Status: installer.CheckFail, Message: err.Error(),
 			Fix: fmt.Sprintf("fix the config (the service cannot start with it); the checks below use port %d", port)})
 	case cfg.Path == "":
 		port = cfg.Port
-		add(doctorCheck{Name: "config", Status: checkOK, Message: fmt.Sprintf("none, defaults (port %d)", port)})
+		add(installer.Finding{Name: "config", Status: installer.CheckOK, Message: fmt.Sprintf("none, defaults (port %d)", port)})
 	default:
 		port = cfg.Port
-		add(doctorCheck{Name: "config", Status: checkOK, Message: fmt.Sprintf("%s (port %d)", cfg.Path, port)})
+		add(installer.Finding{Name: "config", Status: installer.CheckOK, Message: fmt.Sprintf("%s (port %d)", cfg.Path, port)})
 	}
 
 	self, _ := sys.executable() // the build doctor compares the named binaries with
@@ -99,15 +79,15 @@ func doctor(ctx context.Context, sys system, configFlag string) doctorReport {
 	svc, elsewhere := findService(ctx, sys.configDir, port)
 	switch {
 	case elsewhere:
-		add(doctorCheck{Name: "port", Status: checkFail, Message: svc.Error,
+		add(installer.Finding{Name: "port", Status: installer.CheckFail, Message: svc.Error,
 			Fix: "restart the service without --port, or set [context_proxy] port in config.toml to the port it uses and run 'smarter-compact install'"})
 	case svc.Answering:
-		add(doctorCheck{Name: "port", Status: checkOK, Message: "smarter-compact answers on " + svc.URL})
+		add(installer.Finding{Name: "port", Status: installer.CheckOK, Message: "smarter-compact answers on " + svc.URL})
 	case strings.Contains(svc.Error, "another program"):
-		add(doctorCheck{Name: "port", Status: checkFail, Message: svc.Error,
+		add(installer.Finding{Name: "port", Status: installer.CheckFail, Message: svc.Error,
 			Fix: fmt.Sprintf("stop the program on port %d, or give smarter-compact another port ([context_proxy] port in config.toml, then 'smarter-compact install' to rewire the agents)", port)})
 	default:
-		add(doctorCheck{Name: "port", Status: checkFail, Message: fmt.Sprintf("nothing answers on %s (%s)", svc.URL, svc.Error),
+		add(installer.Finding{Name: "port", Status: installer.CheckFail, Message: fmt.Sprintf("nothing answers on %s (%s)", svc.URL, svc.Error),
 			Fix: advice})
 	}
 
@@ -122,7 +102,7 @@ func doctor(ctx context.Context, sys system, configFlag string) doctorReport {
 }
 
 func writeDoctor(w io.Writer, rep doctorReport) {
-	tags := map[string]string{checkOK: "ok  ", checkFail: "FAIL", checkWarn: "warn", checkInfo: "--  "}
+	tags := map[string]string{installer.CheckOK: "ok  ", installer.CheckFail: "FAIL", installer.CheckWarn: "warn", installer.CheckInfo: "--  "}
 	for _, c := range rep.Checks {
 		fmt.Fprintf(w, "%s  %s: %s\n", tags[c.Status], c.Name, strings.ReplaceAll(c.Message, "\n", "\n      "))
 		if c.Fix != "" {
@@ -139,16 +119,12 @@ func writeDoctor(w io.Writer, rep doctorReport) {
 // this build: its version, self (this executable), the configured port, the /healthz
 // header and advice, what gets the service running. serving: the caller is the service on
 // port (installer.CheckOptions.Serving: nothing is probed or run).
-func agentChecks(ctx context.Context, sys system, self string, port int, advice string, serving bool) []doctorCheck {
+func agentChecks(ctx context.Context, sys system, self string, port int, advice string, serving bool) []installer.Finding {
 	env := installer.Env{Home: sys.home, Getenv: sys.getenv}
-	var out []doctorCheck
-	for _, f := range installer.CheckAgents(ctx, env, installer.CheckOptions{
+	return installer.CheckAgents(ctx, env, installer.CheckOptions{
 		Port: port, Version: "smarter-compact " + version, Self: self,
 		HealthHeader: healthzHeader, StartAdvice: advice, Serving: serving,
-	}) {
-		out = append(out, checkOf(f))
-	}
-	return out
+	})
 }
 
 // startAdvice is what gets the service answering: installer.NoServiceManager without a service
@@ -169,23 +145,18 @@ func startAdvice(ctx context.Context, sys system, configFlag string) string {
 }
 
 // storeFinding is a Finding of store's as the doctor line name.
-func storeFinding(name string, f store.Finding) doctorCheck {
-	return doctorCheck{Name: name, Status: f.Status, Message: f.Message, Fix: f.Fix}
+func storeFinding(name string, f store.Finding) installer.Finding {
+	return installer.Finding{Name: name, Status: f.Status, Message: f.Message, Fix: f.Fix}
 }
 
 // loginServiceCheck is installer.CheckService for the login service this binary and config
 // would register.
-func loginServiceCheck(ctx context.Context, sys system, configFlag string) doctorCheck {
+func loginServiceCheck(ctx context.Context, sys system, configFlag string) installer.Finding {
 	cfg, _, err := serviceConfig(sys, configFlag, false)
 	if err != nil {
-		return doctorCheck{Name: "login service", Status: checkWarn, Message: "cannot tell: " + err.Error()}
+		return installer.Finding{Name: "login service", Status: installer.CheckWarn, Message: "cannot tell: " + err.Error()}
 	}
-	return checkOf(installer.CheckService(ctx, cfg))
-}
-
-// checkOf is a Finding of installer's as a doctor line.
-func checkOf(f installer.Finding) doctorCheck {
-	return doctorCheck{Name: f.Name, Status: f.Status, Message: f.Message, Fix: f.Fix}
+	return installer.CheckService(ctx, cfg)
 }
 
 // routeOf is the route prefix of an agent (DESIGN.md §5).

@@ -28,7 +28,7 @@ func writeTestFile(t *testing.T, path, text string) {
 }
 
 // findCheck returns the check named name, failing the test when there is none.
-func findCheck(t *testing.T, rep doctorReport, name string) doctorCheck {
+func findCheck(t *testing.T, rep doctorReport, name string) installer.Finding {
 	t.Helper()
 	for _, c := range rep.Checks {
 		if c.Name == name {
@@ -36,7 +36,7 @@ func findCheck(t *testing.T, rep doctorReport, name string) doctorCheck {
 		}
 	}
 	t.Fatalf("no check %q in %+v", name, rep.Checks)
-	return doctorCheck{}
+	return installer.Finding{}
 }
 
 // TestDoctorLive: a live service; Claude Code and OpenCode (JSONC with comments and a
@@ -97,10 +97,10 @@ func TestDoctorLive(t *testing.T) {
 	if !rep.OK || rep.Failed != 0 {
 		t.Errorf("doctor --json: %+v", rep)
 	}
-	if c := findCheck(t, rep, "codex"); c.Status != checkInfo || !strings.Contains(c.Fix, "install --agents codex") {
+	if c := findCheck(t, rep, "codex"); c.Status != installer.CheckInfo || !strings.Contains(c.Fix, "install --agents codex") {
 		t.Errorf("codex not wired: %+v", c)
 	}
-	if c := findCheck(t, rep, "login service"); c.Status == checkFail {
+	if c := findCheck(t, rep, "login service"); c.Status == installer.CheckFail {
 		t.Errorf("login service: %+v", c)
 	}
 }
@@ -127,16 +127,16 @@ func TestDoctorDeadPort(t *testing.T) {
 	if rep.OK || rep.Failed != 2 {
 		t.Errorf("failed %d, want 2 (port, claude-code): %+v", rep.Failed, rep.Checks)
 	}
-	if c := findCheck(t, rep, "port"); c.Status != checkFail || c.Fix != startAdvice(ctx, sys, "") {
+	if c := findCheck(t, rep, "port"); c.Status != installer.CheckFail || c.Fix != startAdvice(ctx, sys, "") {
 		t.Errorf("port: %+v", c)
 	}
 	c := findCheck(t, rep, "claude-code")
-	if c.Status != checkFail || !strings.Contains(c.Message, "smarter-compact does not answer there") || !strings.Contains(c.Fix, "'smarter-compact uninstall --agents claude-code'") {
+	if c.Status != installer.CheckFail || !strings.Contains(c.Message, "smarter-compact does not answer there") || !strings.Contains(c.Fix, "'smarter-compact uninstall --agents claude-code'") {
 		t.Errorf("claude-code: %+v", c)
 	}
 	var codexWarn bool
 	for _, c := range rep.Checks {
-		codexWarn = codexWarn || (c.Name == "codex" && c.Status == checkWarn && strings.Contains(c.Message, `model_provider is "openai"`))
+		codexWarn = codexWarn || (c.Name == "codex" && c.Status == installer.CheckWarn && strings.Contains(c.Message, `model_provider is "openai"`))
 	}
 	if !codexWarn {
 		t.Errorf("no warning about Codex's unselected provider: %+v", rep.Checks)
@@ -173,7 +173,7 @@ func TestDoctorStoreModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := doctor(ctx, sys, "")
-	if c := findCheck(t, rep, "store"); c.Status != checkOK || !strings.Contains(c.Message, "folders 700, files 600") {
+	if c := findCheck(t, rep, "store"); c.Status != installer.CheckOK || !strings.Contains(c.Message, "folders 700, files 600") {
 		t.Errorf("store after chmod: %+v", c)
 	}
 }
@@ -208,7 +208,7 @@ func TestStatusAndDoctorFindServiceOnOtherPort(t *testing.T) {
 		t.Fatalf("doctor --json: %v\n%s", err, stdout)
 	}
 	c := findCheck(t, rep, "port")
-	if c.Status != checkFail || !strings.Contains(c.Message, svc.URL) || !strings.Contains(c.Message, "serve --port") ||
+	if c.Status != installer.CheckFail || !strings.Contains(c.Message, svc.URL) || !strings.Contains(c.Message, "serve --port") ||
 		strings.Contains(c.Fix, "service start") {
 		t.Errorf("port check: %+v", c)
 	}
@@ -269,8 +269,8 @@ func TestDoctorRot(t *testing.T) {
 			if err := run(ctx, []string{"install", "--agents", "claude-code"}, sys); err != nil {
 				t.Fatalf("install: %v\n%s", err, stdout)
 			}
-			claude := func() []doctorCheck {
-				var out []doctorCheck
+			claude := func() []installer.Finding {
+				var out []installer.Finding
 				for _, c := range doctor(ctx, sys, "").Checks {
 					if c.Name == "claude-code" {
 						out = append(out, c)
@@ -279,14 +279,14 @@ func TestDoctorRot(t *testing.T) {
 				return out
 			}
 			before := claude()
-			if len(before) != 2 || before[0].Status != checkOK || before[1].Status != checkOK ||
+			if len(before) != 2 || before[0].Status != installer.CheckOK || before[1].Status != installer.CheckOK ||
 				!strings.Contains(before[1].Message, "the hooks (") || !strings.Contains(before[1].Message, "the MCP server") {
 				t.Fatalf("before the rot, want the base URL and the binary ok: %+v", before)
 			}
 			tc.rot(t, sys, settings, srv.Close)
-			var failed []doctorCheck
+			var failed []installer.Finding
 			for _, c := range claude() {
-				if c.Status == checkFail {
+				if c.Status == installer.CheckFail {
 					failed = append(failed, c)
 				}
 			}

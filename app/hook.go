@@ -31,9 +31,8 @@ the hook protocol goes to stdout.
 `
 
 // hook is the `hook <event>` command the agents' hooks run (DESIGN.md §2; contract:
-// Location, sessions/<sid>.json and sessions/<sid>.force). It returns a non-nil error only
-// for -h: every failure is one line on stderr and exit 0, so a broken store never breaks
-// the agent.
+// Location, sessions/<sid>.json and sessions/<sid>.force). It always returns nil: every
+// failure is one line on stderr and exit 0, so a broken store never breaks the agent.
 func hook(_ context.Context, args []string, sys system) error {
 	if len(args) == 0 {
 		fmt.Fprint(sys.stderr, hookUsage)
@@ -77,20 +76,19 @@ func hookSID(raw string) (string, error) {
 	return sid, nil
 }
 
-func noArgs(event string, args []string) error {
+// claudeHookInput reads the JSON Claude Code sends a hook of event on stdin; the event takes
+// no arguments.
+func claudeHookInput(event string, args []string, sys system) (installer.ClaudeHookInput, error) {
 	if len(args) > 0 {
-		return fmt.Errorf("unexpected argument %q: %s reads its input on stdin", strings.Join(args, " "), event)
+		return installer.ClaudeHookInput{}, fmt.Errorf("unexpected argument %q: %s reads its input on stdin", strings.Join(args, " "), event)
 	}
-	return nil
+	return installer.ReadClaudeHookInput(sys.stdin)
 }
 
 // hookSessionStart writes Claude Code's registration. SessionStart prints nothing: Claude Code
 // adds a SessionStart hook's stdout to the model's context.
 func hookSessionStart(args []string, sys system) error {
-	if err := noArgs("session-start", args); err != nil {
-		return err
-	}
-	in, err := installer.ReadClaudeHookInput(sys.stdin)
+	in, err := claudeHookInput("session-start", args, sys)
 	if err != nil {
 		return err
 	}
@@ -104,10 +102,7 @@ func hookSessionStart(args []string, sys system) error {
 // hookPromptSubmit turns the prompt "/smarter-compact" into the session's force flag and
 // blocks it, so it never reaches the model; any other prompt passes, with nothing printed.
 func hookPromptSubmit(args []string, sys system) error {
-	if err := noArgs("prompt-submit", args); err != nil {
-		return err
-	}
-	in, err := installer.ReadClaudeHookInput(sys.stdin)
+	in, err := claudeHookInput("prompt-submit", args, sys)
 	if err != nil {
 		return err
 	}
@@ -180,31 +175,23 @@ func registerIfMissing(sys system, reg store.Registration) error {
 // [memory] table (memoryBank). A config that does not load still registers the session,
 // without a bank, and the error is the hook's one line.
 func register(sys system, reg store.Registration) error {
-	root, err := openStore(sys)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	bank, cfgErr := memoryBank(sys, reg.Cwd)
-	if reg.Bank == "" {
-		reg.Bank = bank
-	}
-	if err := root.Register(reg); err != nil { // registered_at: now, UTC
-		return err
-	}
-	if cfgErr != nil {
-		return fmt.Errorf("registered without a memory bank: %w", cfgErr)
-	}
-	return nil
+	return withStore(sys, func(root *store.Root) error {
+		bank, cfgErr := memoryBank(sys, reg.Cwd)
+		if reg.Bank == "" {
+			reg.Bank = bank
+		}
+		if err := root.Register(reg); err != nil { // registered_at: now, UTC
+			return err
+		}
+		if cfgErr != nil {
+			return fmt.Errorf("registered without a memory bank: %w", cfgErr)
+		}
+		return nil
+	})
 }
 
 func setForce(sys system, sid string) error {
-	root, err := openStore(sys)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	return root.SetForce(sid)
+	return withStore(sys, func(root *store.Root) error { return root.SetForce(sid) })
 }
 
 // memoryBank returns the bank of a session working in cwd under the user's config.toml

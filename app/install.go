@@ -49,9 +49,7 @@ func parseInstallFlags(name string, args []string, sys system) (installFlags, []
 // makes the exit status 1; its files are untouched.
 func install(ctx context.Context, args []string, sys system) error {
 	f, agents, err := parseInstallFlags("install", args, sys)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	} else if err != nil {
+	if err != nil {
 		return err
 	}
 	cfgPath, cfg, err := installConfig(f.config, sys)
@@ -101,9 +99,7 @@ func install(ctx context.Context, args []string, sys system) error {
 // afterwards. It works with the service down.
 func uninstall(ctx context.Context, args []string, sys system) error {
 	f, agents, err := parseInstallFlags("uninstall", args, sys)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	} else if err != nil {
+	if err != nil {
 		return err
 	}
 	// The port only names the proxy in the agents' files; a broken config must not stop
@@ -220,21 +216,37 @@ func selectAgents(cmd, list string) ([]installer.Agent, error) {
 	}
 	var want []string
 	for _, n := range strings.Split(list, ",") {
-		n = strings.TrimSpace(n)
-		if n == "" {
-			continue
+		if n = strings.TrimSpace(n); n != "" {
+			want = append(want, n)
 		}
-		if !slices.Contains(names, n) {
-			return nil, usageError{fmt.Sprintf("%s: --agents: unknown agent %q%s: use %s", cmd, n, config.DidYouMean(n, names), strings.Join(names, ", "))}
-		}
-		want = append(want, n)
 	}
 	if len(want) == 0 {
 		return nil, usageError{fmt.Sprintf("%s: --agents names no agent: use %s", cmd, strings.Join(names, ", "))}
 	}
+	want, err := knownAgents(cmd+": --agents", want, names)
+	if err != nil {
+		return nil, err
+	}
 	var out []installer.Agent
 	for _, a := range all {
 		if slices.Contains(want, a.Name()) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// knownAgents returns the agents of all that names holds, in all's order without
+// duplicates; a name not in all is a usage error that starts with what and suggests one.
+func knownAgents(what string, names, all []string) ([]string, error) {
+	for _, n := range names {
+		if !slices.Contains(all, n) {
+			return nil, usageError{fmt.Sprintf("%s: unknown agent %q%s: use %s", what, n, config.DidYouMean(n, all), strings.Join(all, ", "))}
+		}
+	}
+	var out []string
+	for _, a := range all {
+		if slices.Contains(names, a) {
 			out = append(out, a)
 		}
 	}

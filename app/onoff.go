@@ -51,8 +51,8 @@ func onOff(ctx context.Context, on bool, args []string, sys system) error {
 // the change because our token is missing or wrong, or something else answers on the port,
 // the CLI saves the file itself and says so.
 func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) error {
-	configFlag, agents, help, err := parseSwitchFlags(mode, args, sys)
-	if err != nil || help {
+	configFlag, agents, err := parseSwitchFlags(mode, args, sys)
+	if err != nil {
 		return err
 	}
 	path, _, err := config.Path(configFlag, sys.getenv, sys.configDir)
@@ -118,9 +118,9 @@ func switchCmd(ctx context.Context, mode web.Mode, args []string, sys system) er
 	return nil
 }
 
-// parseSwitchFlags parses the flags and agents of `on`, `off` and `follow`; help is true
-// when -h printed the usage.
-func parseSwitchFlags(mode web.Mode, args []string, sys system) (configFlag string, agents []string, help bool, err error) {
+// parseSwitchFlags parses the flags and agents of `on`, `off` and `follow`; -h prints the
+// usage and is flag.ErrHelp (parseFlags).
+func parseSwitchFlags(mode web.Mode, args []string, sys system) (configFlag string, agents []string, err error) {
 	name := string(mode)
 	what := "turns trimming " + name + " for"
 	if mode == web.ModeFollow {
@@ -135,13 +135,13 @@ func parseSwitchFlags(mode web.Mode, args []string, sys system) (configFlag stri
 			name, strings.ToUpper(what[:1])+what[1:], strings.Join(config.ConfiguredAgents, ", "))
 		fs.SetOutput(sys.stdout)
 		fs.PrintDefaults()
-		return "", nil, true, nil
+		return "", nil, err
 	}
 	if err != nil {
-		return "", nil, false, usageError{fmt.Sprintf("%s: %v%s: run 'smarter-compact %s -h'", name, err, flagSuggestion(fs, err), name)}
+		return "", nil, usageError{fmt.Sprintf("%s: %v%s: run 'smarter-compact %s -h'", name, err, flagSuggestion(fs, err), name)}
 	}
 	agents, err = pickAgents(name, fs.Args())
-	return configFlag, agents, false, err
+	return configFlag, agents, err
 }
 
 // switchBases are where a running service may listen: the address it recorded
@@ -170,27 +170,16 @@ func saveSwitch(path string, cfgErr error, agents []string, mode web.Mode, sys s
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
-	text := old
-	if mode == web.ModeFollow {
-		if old != nil {
-			text, err = installer.RemoveKeysIn(old, "context_proxy.agents", agents, true, true, false)
-			if err != nil {
-				return fmt.Errorf("config %s: %v; remove the lines %s under [context_proxy.agents] by hand", path, err, strings.Join(agents, ", "))
-			}
+	text, err := switchText(old, agents, mode)
+	switch {
+	case err != nil && mode == web.ModeFollow:
+		return fmt.Errorf("config %s: %v; remove the lines %s under [context_proxy.agents] by hand", path, err, strings.Join(agents, ", "))
+	case err != nil:
+		var lines strings.Builder
+		for _, a := range agents {
+			fmt.Fprintf(&lines, "\n  %s = %s", a, installer.TOMLBool(mode == web.ModeOn))
 		}
-	} else {
-		keys := make([]installer.TOMLKey, len(agents))
-		for i, a := range agents {
-			keys[i] = installer.TOMLKey{Name: a, Value: installer.TOMLBool(mode == web.ModeOn)}
-		}
-		text, err = installer.SetKeysIn(old, "context_proxy.agents", keys)
-		if err != nil {
-			var lines strings.Builder
-			for _, k := range keys {
-				fmt.Fprintf(&lines, "\n  %s = %s", k.Name, k.Value)
-			}
-			return fmt.Errorf("config %s: %v; under [context_proxy.agents] put:%s", path, err, lines.String())
-		}
+		return fmt.Errorf("config %s: %v; under [context_proxy.agents] put:%s", path, err, lines.String())
 	}
 	if !bytes.Equal(text, old) {
 		if err := checkWritable(path); err != nil {
@@ -248,16 +237,5 @@ func pickAgents(cmd string, names []string) ([]string, error) {
 	if len(names) == 0 {
 		return slices.Clone(config.ConfiguredAgents), nil
 	}
-	var out []string
-	for _, n := range names {
-		if !slices.Contains(config.ConfiguredAgents, n) {
-			return nil, usageError{fmt.Sprintf("%s: unknown agent %q%s: use %s", cmd, n, config.DidYouMean(n, config.ConfiguredAgents), strings.Join(config.ConfiguredAgents, ", "))}
-		}
-	}
-	for _, a := range config.ConfiguredAgents {
-		if slices.Contains(names, a) {
-			out = append(out, a)
-		}
-	}
-	return out, nil
+	return knownAgents(cmd, names, config.ConfiguredAgents)
 }

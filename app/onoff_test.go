@@ -377,12 +377,7 @@ func TestFollow(t *testing.T) {
 	})
 	t.Run("service down", func(t *testing.T) {
 		t.Parallel()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
+		port := quietPort(t) // nothing listens there
 		path := configtest.WriteConfig(t, "[context_proxy]\nport = "+strconv.Itoa(port)+"\n\n[context_proxy.agents]\nclaude-code = false\ncodex = true\n")
 		sys, stdout, _ := testSystem(t, env{"SMARTER_COMPACT_CONFIG": path})
 		if err := run(t.Context(), []string{"follow"}, sys); err != nil {

@@ -38,7 +38,7 @@ const shutdownGrace = 10 * time.Second
 // (SIGTERM, `service stop`, the tray's Quit) and everything has shut down.
 func serve(ctx context.Context, args []string, sys system) error {
 	f, err := parseServeFlags(args, sys)
-	if err != nil || f.help {
+	if err != nil {
 		return err
 	}
 	st, err := serveState(f, sys)
@@ -158,9 +158,9 @@ func serve(ctx context.Context, args []string, sys system) error {
 
 // serveFlags are serve's flags; port is 0 without --port.
 type serveFlags struct {
-	config       string
-	port         int
-	noTray, help bool
+	config string
+	port   int
+	noTray bool
 }
 
 func parseServeFlags(args []string, sys system) (serveFlags, error) {
@@ -170,10 +170,6 @@ func parseServeFlags(args []string, sys system) (serveFlags, error) {
 	portFlag := fs.Int("port", 0, "listen on 127.0.0.1:`N`, overriding [context_proxy] port and CONTEXT_PROXY_PORT")
 	fs.BoolVar(&f.noTray, "no-tray", false, "run without the tray icon")
 	if err := parseFlags(fs, args, sys.stdout); err != nil {
-		f.help = errors.Is(err, flag.ErrHelp)
-		if f.help {
-			return f, nil
-		}
 		return f, err
 	}
 	portSet := false

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"path/filepath"
@@ -67,9 +66,6 @@ func serviceCmd(ctx context.Context, args []string, sys system) error {
 		asJSON = fs.Bool("json", false, "print JSON")
 	}
 	if err := parseFlags(fs, rest, sys.stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	// install and start need a config the service can run with; the others only need the

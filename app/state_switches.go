@@ -34,14 +34,25 @@ func (s *state) SetAgent(agent string, mode web.Mode) error {
 		return fmt.Errorf("mode %q: use on, off or follow", mode)
 	}
 	return s.edit(func(old []byte) ([]byte, error) {
-		if mode == web.ModeFollow {
-			if old == nil {
-				return nil, nil
-			}
-			return installer.RemoveKeysIn(old, "context_proxy.agents", []string{agent}, true, true, false)
-		}
-		return installer.SetKeysIn(old, "context_proxy.agents", []installer.TOMLKey{{Name: agent, Value: installer.TOMLBool(mode == web.ModeOn)}})
+		return switchText(old, []string{agent}, mode)
 	}, "agent switched", "agent", agent, "mode", string(mode))
+}
+
+// switchText is config.toml's text old (nil: no file) with mode saved for agents:
+// [context_proxy.agents] <agent> = true|false for on and off, the keys removed for follow.
+// The service's setters and the CLI (with the service down) save a switch through it.
+func switchText(old []byte, agents []string, mode web.Mode) ([]byte, error) {
+	if mode == web.ModeFollow {
+		if old == nil {
+			return nil, nil
+		}
+		return installer.RemoveKeysIn(old, "context_proxy.agents", agents, true, true, false)
+	}
+	keys := make([]installer.TOMLKey, len(agents))
+	for i, a := range agents {
+		keys[i] = installer.TOMLKey{Name: a, Value: installer.TOMLBool(mode == web.ModeOn)}
+	}
+	return installer.SetKeysIn(old, "context_proxy.agents", keys)
 }
 
 // SetMaster saves [context_proxy] enabled (web.Control).

@@ -756,11 +756,7 @@ func (c *stateSession) send() []any {
 			"type": "object", "properties": map[string]any{"command": map[string]any{"type": "string"}}}}},
 	})
 	req, _ := http.NewRequest("POST", c.url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Api-Key", "dummy-key")
-	req.Header.Set("Anthropic-Version", "2023-06-01")
-	req.Header.Set("X-Claude-Code-Session-Id", c.sid)
-	req.Header.Set("User-Agent", "claude-cli/2.1.332 (external, sdk-cli)")
+	req.Header = fakeupstream.ClaudeCodeHeader(c.sid, "")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		c.t.Fatal(err)

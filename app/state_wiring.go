@@ -33,17 +33,17 @@ func (s *state) checkWiring() map[string]wiring {
 	checks := agentChecks(context.Background(), s.sys, "", s.port, "", true)
 	out := make(map[string]wiring, len(config.ConfiguredAgents))
 	for _, agent := range config.ConfiguredAgents {
-		var ok, fail, warn, info []doctorCheck
+		var ok, fail, warn, info []installer.Finding
 		for _, c := range checks {
 			if c.Name != agent && !strings.HasPrefix(c.Name, agent+" (") {
 				continue
 			}
 			switch c.Status {
-			case checkOK:
+			case installer.CheckOK:
 				ok = append(ok, c)
-			case checkFail:
+			case installer.CheckFail:
 				fail = append(fail, c)
-			case checkWarn:
+			case installer.CheckWarn:
 				warn = append(warn, c)
 			default:
 				info = append(info, c)

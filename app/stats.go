@@ -2,12 +2,12 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/smarter-compact/smarter-compact/installer"
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
@@ -19,28 +19,19 @@ func stats(ctx context.Context, args []string, sys system) error {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON (tools keyed by tool name, per session and overall)")
 	if err := parseFlags(fs, args, sys.stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+		return err
+	}
+	return withStore(sys, func(root *store.Root) error {
+		st, err := root.Stats(ctx)
+		if err != nil {
+			return err
 		}
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("stats: unexpected argument %q", fs.Arg(0))}
-	}
-	root, err := openStore(sys)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	st, err := root.Stats(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return writeJSON(sys.stdout, st)
-	}
-	writeStats(sys.stdout, &st)
-	return nil
+		if *asJSON {
+			return installer.WriteJSON(sys.stdout, st)
+		}
+		writeStats(sys.stdout, &st)
+		return nil
+	})
 }
 
 // counted is n and its noun: "1 call", "2 calls".

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -69,9 +68,6 @@ func status(ctx context.Context, args []string, sys system) error {
 	configFlag := fs.String("config", "", "read config.toml from `PATH` (default: SMARTER_COMPACT_CONFIG, else the user config dir)")
 	verbose := fs.Bool("verbose", false, "after the summary, the diagnostics: config, routes, store, every fail-open, the prompt cache's counts")
 	if err := parseFlags(fs, args, sys.stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	if *hours < store.StatusMinHours || *hours > store.StatusMaxHours {
@@ -83,11 +79,12 @@ func status(ctx context.Context, args []string, sys system) error {
 	prices := savings.DefaultPrices() // when the config does not load
 	path, explicit, err := config.Path(*configFlag, sys.getenv, sys.configDir)
 	if err == nil {
-		var cfg config.Config
-		if cfg, err = config.Load(path, explicit, sys.getenv); err == nil {
+		var rc config.Resolved
+		if rc, _, err = config.LoadText(path, explicit, sys.getenv); err == nil {
+			cfg := rc.Config
 			rep.Config, port, prices = cfg.Path, cfg.Port, cfg.Prices
 			rep.Memory = "recall on trim: " + cfg.Memory.String()
-			rep.Agents = agentStatuses(cfg, sys.getenv, port)
+			rep.Agents = agentStatuses(cfg, &rc.File, sys.getenv, port)
 		}
 	}
 	if err != nil {
@@ -117,7 +114,7 @@ func status(ctx context.Context, args []string, sys system) error {
 		checkStale(&rep, proxy.FileVersion(exe))
 	}
 	if *asJSON {
-		return writeJSON(sys.stdout, rep)
+		return installer.WriteJSON(sys.stdout, rep)
 	}
 	writeStatusSummary(sys.stdout, &rep, *verbose)
 	if *verbose {
@@ -127,13 +124,11 @@ func status(ctx context.Context, args []string, sys system) error {
 	return nil
 }
 
-// writeStatusSummary prints the plain summary `status` leads with (issue 15, Deliver 6): is
-// the service up, which agents trim, what the last hours did, and what to do next. Every
-// line says something only it says; the details are writeStatus's (--verbose).
-//
-// Where other lines belong: the money saved (today, this week) goes right after the
-// "Last N hours" line; the pipeline's health (upstream and store failures) right after
-// the service line, since an error there is what the user must see first.
+// writeStatusSummary prints the plain summary `status` leads with (issue 15, Deliver 6): the
+// money saved, is the service up, which agents trim, what the last hours did, and what to do
+// next. Every line says something only it says; the details are writeStatus's (--verbose).
+// The pipeline's health (upstream and store failures) comes right after the service line,
+// since an error there is what the user must see first.
 func writeStatusSummary(w io.Writer, rep *statusReport, verbose bool) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	writeSavingsHeadline(w, &rep.Savings) // "you saved $X today" first (issue 15)
@@ -191,15 +186,8 @@ func plural(n int, one, many string) string {
 }
 
 // agentStatuses lists the agents in display order with where their value comes from
-// (Switches.Rule), read again from the config file (config.Load keeps only the resolved
-// value).
-func agentStatuses(cfg config.Config, getenv func(string) string, port int) []agentStatus {
-	var f config.File
-	if cfg.Path != "" {
-		if b, err := config.ReadFile(cfg.Path); err == nil {
-			_ = config.DecodeFile(cfg.Path, b, &f) // config.Load already decoded it without error
-		}
-	}
+// (Switches.Rule of f, the file cfg was resolved from).
+func agentStatuses(cfg config.Config, f *config.File, getenv func(string) string, port int) []agentStatus {
 	sw := config.SwitchesOf(&f.ContextProxy, getenv)
 	var out []agentStatus
 	for _, agent := range slices.Concat(config.ConfiguredAgents, []string{config.AgentUnknown}) {

@@ -58,21 +58,7 @@ func TestStatusCommandJSON(t *testing.T) {
 		t.Fatalf("status --json: %v (stderr %s)", err, stderr)
 	}
 	var rep struct {
-		Hours                int               `json:"hours"`
-		Sessions             int               `json:"sessions"`
-		Trims                int               `json:"trims"`
-		TokensSaved          int64             `json:"tokensSaved"`
-		MessagesDropped      int64             `json:"messagesDropped"`
-		FailOpens            int               `json:"failOpens"`
-		LastErrors           []store.FailOpen  `json:"lastErrors"`
-		Latest               map[string]string `json:"latest"`
-		CheckoutProxyVersion *string           `json:"checkout_proxy_version"`
-		Note                 string            `json:"note"`
-		Usage                struct {
-			Requests        int      `json:"requests"`
-			WithCacheCounts int      `json:"withCacheCounts"`
-			HitRatio        *float64 `json:"hitRatio"`
-		} `json:"usage"`
+		storetest.StatusJSON
 		Config  string        `json:"config"`
 		Store   string        `json:"store"`
 		Service serviceStatus `json:"service"`

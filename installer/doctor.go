@@ -32,13 +32,14 @@ const (
 	CheckInfo = "info"
 )
 
-// Finding is one line of `doctor` about an agent: what was checked, the outcome, and for
-// anything but CheckOK the command (or edit) that fixes it.
+// Finding is one line of `doctor` (about an agent, the login service, or app's other
+// checks): what was checked, the outcome, and for anything but CheckOK the command (or edit)
+// that fixes it. Its JSON is a line of `doctor --json`.
 type Finding struct {
-	Name    string // the agent, or "opencode (provider.anthropic.options.baseURL)"
-	Status  string // CheckOK, CheckFail, CheckWarn, CheckInfo
-	Message string
-	Fix     string
+	Name    string `json:"name"`   // the agent, or "opencode (provider.anthropic.options.baseURL)"
+	Status  string `json:"status"` // CheckOK, CheckFail, CheckWarn, CheckInfo
+	Message string `json:"message"`
+	Fix     string `json:"fix,omitempty"`
 }
 
 // CheckOptions is what CheckAgents judges the agents' wiring against.

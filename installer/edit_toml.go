@@ -148,13 +148,9 @@ func (d *TOMLDoc) Key(key string) (json.RawMessage, bool) {
 // top-level keys, right before the first table header and the comment lines directly above
 // it (after them when they open the file); in a file with no tables, at the end.
 func (d *TOMLDoc) SetKey(key string, value json.RawMessage) (Op, error) {
-	val, err := normalizeJSON(value)
+	val, lit, err := tomlValue(key, value)
 	if err != nil {
-		return Op{}, fmt.Errorf("set %s: %w", key, err)
-	}
-	lit, err := tomlLiteral(val)
-	if err != nil {
-		return Op{}, fmt.Errorf("set %s: %w", key, err)
+		return Op{}, err
 	}
 	old, had := d.Key(key)
 	op := Op{Format: "toml", Path: key, Old: old, New: val}
@@ -512,6 +508,20 @@ func TOMLString(s string) string {
 	}
 	sb.WriteByte('"')
 	return sb.String()
+}
+
+// tomlValue returns value compacted (the Op's New) and written as a TOML value, for setting
+// path; an error says which path it was for.
+func tomlValue(path string, value json.RawMessage) ([]byte, string, error) {
+	val, err := normalizeJSON(value)
+	if err != nil {
+		return nil, "", fmt.Errorf("set %s: %w", path, err)
+	}
+	lit, err := tomlLiteral(val)
+	if err != nil {
+		return nil, "", fmt.Errorf("set %s: %w", path, err)
+	}
+	return val, lit, nil
 }
 
 // tomlLiteral writes a JSON value as a TOML value, keeping an object's key order.

@@ -27,13 +27,9 @@ func (d *TOMLDoc) SetKeyIn(table, key string, value json.RawMessage) (Op, error)
 	if err != nil {
 		return Op{}, err
 	}
-	val, err := normalizeJSON(value)
+	val, lit, err := tomlValue(path, value)
 	if err != nil {
-		return Op{}, fmt.Errorf("set %s: %w", path, err)
-	}
-	lit, err := tomlLiteral(val)
-	if err != nil {
-		return Op{}, fmt.Errorf("set %s: %w", path, err)
+		return Op{}, err
 	}
 	line := tomlKey(key) + " = " + lit
 	op := Op{Format: "toml", Path: path, New: val}

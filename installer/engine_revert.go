@@ -76,13 +76,7 @@ func revertJSON(doc *JSONDoc, op Op) (bool, error) {
 		}
 	}
 	if ok && sameValue(cur, op.New) {
-		var err error
-		if op.Old == nil {
-			_, err = doc.Remove(op.Path)
-		} else {
-			_, err = doc.Set(op.Path, op.Old)
-		}
-		return err == nil, err
+		return putBack(op, doc.Remove, doc.Set)
 	}
 	if op.Old != nil {
 		return false, nil
@@ -170,11 +164,17 @@ func revertTOML(doc *TOMLDoc, op Op) (bool, error) {
 	if !sameValue(cur, op.New) {
 		return false, nil
 	}
+	return putBack(op, doc.RemoveKey, doc.SetKey)
+}
+
+// putBack undoes op at op.Path, whose value is still ours: it sets op.Old again, or removes
+// the path when op added it. It is done when the edit succeeded.
+func putBack(op Op, remove func(string) (Op, error), set func(string, json.RawMessage) (Op, error)) (bool, error) {
 	var err error
 	if op.Old == nil {
-		_, err = doc.RemoveKey(op.Path)
+		_, err = remove(op.Path)
 	} else {
-		_, err = doc.SetKey(op.Path, op.Old)
+		_, err = set(op.Path, op.Old)
 	}
 	return err == nil, err
 }

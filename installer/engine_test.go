@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -57,7 +58,7 @@ func (f fakeAgent) Plan(env Env) (*AgentPlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, ptr := range sortedKeys(f.jsonSet) {
+		for _, ptr := range slices.Sorted(maps.Keys(f.jsonSet)) {
 			if old, ok := doc.Get(ptr); ok && ptr == "/env/ANTHROPIC_BASE_URL" && !strings.Contains(string(old), "127.0.0.1") {
 				plan.Upstreams = map[string]string{"anthropic": strings.Trim(string(old), `"`)}
 			}
@@ -86,14 +87,14 @@ func (f fakeAgent) Plan(env Env) (*AgentPlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, k := range sortedKeys(f.tomlKey) {
+		for _, k := range slices.Sorted(maps.Keys(f.tomlKey)) {
 			op, err := doc.SetKey(k, json.RawMessage(port(f.tomlKey[k])))
 			if err != nil {
 				return nil, err
 			}
 			fe.Ops = append(fe.Ops, op)
 		}
-		for _, h := range sortedKeys(f.tables) {
+		for _, h := range slices.Sorted(maps.Keys(f.tables)) {
 			want := port(f.tables[h])
 			if cur, ok := doc.Table(h); ok && sameTOML(cur, want) {
 				continue

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path"
@@ -231,7 +232,7 @@ func ServiceFile(cfg ServiceConfig) (ServiceDef, error) {
 	case "windows":
 		if len(c.Env) > 0 {
 			return ServiceDef{}, fmt.Errorf("a Windows logon start (HKCU Run value) cannot carry environment variables (%s): set them in your user environment instead",
-				strings.Join(sortedKeys(c.Env), ", "))
+				strings.Join(slices.Sorted(maps.Keys(c.Env)), ", "))
 		}
 		if strings.Contains(c.Exe, `"`) {
 			return ServiceDef{}, fmt.Errorf("executable path %q contains a quote", c.Exe)
@@ -243,16 +244,6 @@ func ServiceFile(cfg ServiceConfig) (ServiceDef, error) {
 		}, nil
 	}
 	return ServiceDef{}, fmt.Errorf("%w: no login service for %s; start `%s` yourself", ErrServiceUnsupported, c.GOOS, strings.Join(append([]string{c.Exe}, c.Args...), " "))
-}
-
-// sortedKeys returns the keys of m in ascending order.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // registeredState fills the registration part of a ServiceState from what is registered

@@ -22,6 +22,20 @@ func PrintNotes(w io.Writer, notes []string) {
 	}
 }
 
+// WriteJSON writes v as indented JSON without HTML escaping, in one write: the form of every
+// --json report of the command line (service status here; status, stats and doctor in app).
+func WriteJSON(w io.Writer, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
 // ServiceHelp turns the installer's errors into what to do.
 func ServiceHelp(err error) error {
 	switch {
@@ -166,15 +180,7 @@ func ServiceStatusCmd(ctx context.Context, w io.Writer, cfg ServiceConfig, notes
 	}
 	rep.ServiceState = st
 	if asJSON {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-		_, err := w.Write(buf.Bytes())
-		return err
+		return WriteJSON(w, rep)
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	switch {

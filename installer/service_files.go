@@ -7,7 +7,9 @@ package installer
 
 import (
 	"html"
+	"maps"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -29,7 +31,7 @@ func systemdUnit(c ServiceConfig) string {
 		b.WriteString(" " + systemdQuote(a, true))
 	}
 	b.WriteString("\nRestart=on-failure\nRestartSec=3\n")
-	for _, k := range sortedKeys(c.Env) {
+	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
 		b.WriteString("Environment=" + systemdQuote(k+"="+c.Env[k], false) + "\n")
 	}
 	b.WriteString("\n[Install]\nWantedBy=default.target\n")
@@ -75,7 +77,7 @@ func launchdPlist(c ServiceConfig) string {
 	b.WriteString("\t</array>\n")
 	if len(c.Env) > 0 {
 		b.WriteString("\t<key>EnvironmentVariables</key>\n\t<dict>\n")
-		for _, k := range sortedKeys(c.Env) {
+		for _, k := range slices.Sorted(maps.Keys(c.Env)) {
 			b.WriteString("\t\t<key>" + x(k) + "</key>\n\t\t<string>" + x(c.Env[k]) + "</string>\n")
 		}
 		b.WriteString("\t</dict>\n")

@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -31,9 +30,8 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	base := t.TempDir()
-	r := &rig{dir: filepath.Join(base, "context")}
-	r.repo, r.workspace = mcptest.Workspace(t, base)
+	r := &rig{}
+	r.dir, r.repo, r.workspace = mcptest.Workspace(t)
 	r.writer = storetest.OpenRootAt(t, r.dir)
 	reader := storetest.OpenRootAt(t, r.dir)
 	r.srv = New(reader, Options{Workspace: r.workspace, Now: func() time.Time { return fixedNow }, Version: "test"})

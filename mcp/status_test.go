@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/storetest"
 )
 
 // writeEvents stores one row and events in sessions/<sid>.db through the writer.
@@ -41,29 +42,7 @@ func TestStatusTool(t *testing.T) {
 	)
 	c := httpClient(t, r.srv)
 
-	var st struct {
-		Hours                int               `json:"hours"`
-		Sessions             int               `json:"sessions"`
-		Trims                int               `json:"trims"`
-		TokensSaved          int64             `json:"tokensSaved"`
-		MessagesDropped      int64             `json:"messagesDropped"`
-		FailOpens            int               `json:"failOpens"`
-		LastErrors           []store.FailOpen  `json:"lastErrors"`
-		Latest               map[string]string `json:"latest"`
-		CheckoutProxyVersion *string           `json:"checkout_proxy_version"`
-		ProxyStale           *bool             `json:"proxy_stale"`
-		Note                 string            `json:"note"`
-		Usage                struct {
-			Requests          int            `json:"requests"`
-			WithCacheCounts   int            `json:"withCacheCounts"`
-			CacheReadTokens   int64          `json:"cacheReadTokens"`
-			HitRatio          *float64       `json:"hitRatio"`
-			NewCut            map[string]any `json:"newCut"`
-			Other             map[string]any `json:"other"`
-			Breakpoints       map[string]int `json:"breakpoints"`
-			BreakpointLayouts map[string]int `json:"breakpointLayouts"`
-		} `json:"usage"`
-	}
+	var st storetest.StatusJSON
 	callJSON(t, c, ToolStatus, nil, &st)
 	u := st.Usage // hitRatio: 9000 / (9000 + 10000 + 100)
 	if st.Hours != 24 || st.Sessions != 2 || st.Trims != 1 || st.TokensSaved != 100000 || st.MessagesDropped != 30 ||

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // The Chat Completions adapter (api-rules §3; contract: Trim, Rows, placement). A message
@@ -221,7 +223,7 @@ func renderChatMessage(m *message, pointer string, strip bool) []byte {
 // placement, Chat).
 func chatInstruction() []byte {
 	b := []byte(`{"role":"system","content":`)
-	b = appendJSONString(b, StandingInstruction)
+	b = store.AppendJSONString(b, StandingInstruction)
 	return append(b, '}')
 }
 

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 )
 
 // ccClient plays Claude Code against the proxy (research/clients.md, Claude Code 2.1.332):
@@ -120,12 +122,7 @@ func (c *ccClient) send() (int, string) {
 	body := c.body()
 	c.sent = append(c.sent, body)
 	req, _ := http.NewRequest("POST", c.url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Api-Key", "dummy-key")
-	req.Header.Set("Anthropic-Version", "2023-06-01")
-	req.Header.Set("Anthropic-Beta", "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,per-turn-control-2026-07-01,mid-conversation-tool-changes-2026-07-01,thinking-token-count-2026-05-13,advanced-tool-use-2025-11-20,effort-2025-11-24")
-	req.Header.Set("X-Claude-Code-Session-Id", c.sid)
-	req.Header.Set("User-Agent", "claude-cli/2.1.332 (external, sdk-cli)")
+	req.Header = fakeupstream.ClaudeCodeHeader(c.sid, fakeupstream.ClaudeCodeBetas)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		c.t.Fatal(err)

@@ -62,7 +62,7 @@ func (p *Proxy) compressMember(blockRaw []byte, key, text string) (string, []byt
 	if _, err := p.root.WriteBlob(text); err != nil {
 		return "", nil, fmt.Errorf("write blob: %w", err)
 	}
-	v := appendJSONString(make([]byte, 0, len(c)+64), c)
+	v := store.AppendJSONString(make([]byte, 0, len(c)+64), c)
 	return id, spliceObject(make([]byte, 0, len(blockRaw)), blockRaw, fields, map[int][]byte{at: v}), nil
 }
 

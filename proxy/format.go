@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // apiFormat is the wire format of a model-API request, chosen by the path tail (DESIGN.md
@@ -226,7 +228,7 @@ func textPartJSON(typ, text string) []byte {
 	b = append(b, `{"type":"`...)
 	b = append(b, typ...)
 	b = append(b, `","text":`...)
-	b = appendJSONString(b, text)
+	b = store.AppendJSONString(b, text)
 	return append(b, '}')
 }
 

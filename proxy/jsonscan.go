@@ -362,42 +362,6 @@ func kindOf(raw []byte) byte {
 	return raw[i]
 }
 
-// appendJSONString appends s as a JSON string the way JavaScript's JSON.stringify writes
-// it: only ", \ and control characters are escaped.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
 // spliceObject appends to dst obj with the values of the members named in repl replaced
 // (by member index into mem, obj's members); every other byte is copied as it came.
 func spliceObject(dst, obj []byte, mem []member, repl map[int][]byte) []byte {

@@ -3,6 +3,8 @@ package proxy
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/smarter-compact/smarter-compact/store"
 )
 
 var scanCases = []string{
@@ -62,11 +64,11 @@ func TestAppendJSONStringMatchesJSONStringify(t *testing.T) {
 		"<&> é \u2028 😀": `"<&> é ` + "\u2028" + ` 😀"`,
 	}
 	for in, want := range cases {
-		if got := string(appendJSONString(nil, in)); got != want {
+		if got := string(store.AppendJSONString(nil, in)); got != want {
 			t.Errorf("%q: got %s want %s", in, got, want)
 		}
 		var back string
-		if err := json.Unmarshal(appendJSONString(nil, in), &back); err != nil || back != in {
+		if err := json.Unmarshal(store.AppendJSONString(nil, in), &back); err != nil || back != in {
 			t.Errorf("%q does not round-trip: %q %v", in, back, err)
 		}
 	}

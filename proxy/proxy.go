@@ -403,15 +403,15 @@ func writeError(w http.ResponseWriter, family string, status int, typ, msg strin
 	var b []byte
 	if family == "openai" || family == "codex" {
 		b = append(b, `{"error":{"message":`...)
-		b = appendJSONString(b, msg)
+		b = store.AppendJSONString(b, msg)
 		b = append(b, `,"type":`...)
-		b = appendJSONString(b, typ)
+		b = store.AppendJSONString(b, typ)
 		b = append(b, `,"param":null,"code":null}}`...)
 	} else {
 		b = append(b, `{"type":"error","error":{"type":`...)
-		b = appendJSONString(b, typ)
+		b = store.AppendJSONString(b, typ)
 		b = append(b, `,"message":`...)
-		b = appendJSONString(b, msg)
+		b = store.AppendJSONString(b, msg)
 		b = append(b, "}}"...)
 	}
 	w.Write(b)

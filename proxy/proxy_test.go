@@ -44,10 +44,7 @@ type rig struct {
 // then a tool call while the user asked for tools and the last tool output does not say
 // FINAL, else a short text. "parallel" in the user text makes it call two tools at once.
 func scriptedReply(req *fakeupstream.Request) fakeupstream.Reply {
-	var blocks []fakeupstream.Block
-	if req.ThinkingEnabled() {
-		blocks = append(blocks, fakeupstream.Thinking("Let me think about step "+fmt.Sprint(len(req.Messages))))
-	}
+	blocks := fakeupstream.ThinkingFirst(req, "Let me think about step "+fmt.Sprint(len(req.Messages)))
 	last := req.Messages[len(req.Messages)-1]
 	if last.Role == "system" && len(req.Messages) > 1 {
 		last = req.Messages[len(req.Messages)-2]

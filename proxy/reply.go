@@ -3,7 +3,8 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -325,7 +326,7 @@ func (a *replyAsm) anthropicItems() ([][]byte, []string) {
 	}
 	var blocks []json.RawMessage
 	var dropped []string
-	for _, i := range sortedKeys(a.blocks) {
+	for _, i := range slices.Sorted(maps.Keys(a.blocks)) {
 		b := a.blocks[i]
 		var raw []byte
 		var err error
@@ -410,7 +411,7 @@ func (a *replyAsm) chatItems(keepReasoning bool) ([][]byte, []string) {
 		msg.Content = &text
 	}
 	var dropped []string
-	for _, i := range sortedKeys(a.calls) {
+	for _, i := range slices.Sorted(maps.Keys(a.calls)) {
 		c := a.calls[i]
 		if !a.complete {
 			dropped = append(dropped, c.name)
@@ -438,7 +439,7 @@ func (a *replyAsm) responsesItems() ([][]byte, []string) {
 	}
 	var out [][]byte
 	var dropped []string
-	for _, i := range sortedKeys(a.items) {
+	for _, i := range slices.Sorted(maps.Keys(a.items)) {
 		it := a.items[i]
 		isCall := strings.HasSuffix(it.typ, "_call")
 		switch {
@@ -457,15 +458,6 @@ func (a *replyAsm) responsesItems() ([][]byte, []string) {
 		}
 	}
 	return out, dropped
-}
-
-func sortedKeys[V any](m map[int]V) []int {
-	keys := make([]int, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Ints(keys)
-	return keys
 }
 
 // cutReplyMarker is the text row that ends a reply whose stream was cut (issue 16, item 4):

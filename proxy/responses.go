@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // The Responses adapter, for the OpenAI API and the ChatGPT Codex backend (api-rules §4;
@@ -255,6 +257,6 @@ func appendToInstructions(raw []byte) [][]byte {
 	if len(inner) > 0 {
 		add = "\n\n" + add
 	}
-	enc := appendJSONString(nil, add)
+	enc := store.AppendJSONString(nil, add)
 	return [][]byte{t[:len(t)-1], enc[1:]}
 }

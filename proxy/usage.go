@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -399,10 +401,7 @@ func (p *Proxy) saveState(s *session) {
 // still serve requests afterwards; call it when the service stops.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
-	all := make([]*session, 0, len(p.sessions))
-	for _, s := range p.sessions {
-		all = append(all, s)
-	}
+	all := slices.Collect(maps.Values(p.sessions))
 	p.mu.Unlock()
 	for _, s := range all {
 		p.saveState(s)

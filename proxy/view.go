@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"strings"
+
+	"github.com/smarter-compact/smarter-compact/store"
 )
 
 // renderContent returns message m with its content rebuilt: pointer (when not "") as a
@@ -60,7 +62,7 @@ func leadingResults(m *message) int {
 func textBlockJSON(text string) []byte {
 	b := make([]byte, 0, len(text)+32)
 	b = append(b, `{"type":"text","text":`...)
-	b = appendJSONString(b, text)
+	b = store.AppendJSONString(b, text)
 	return append(b, '}')
 }
 

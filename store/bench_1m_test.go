@@ -125,12 +125,7 @@ func open1M(b *testing.B) *Root {
 		size = fi.Size()
 	}
 	b.Logf("%d rows built through SyncRows in %v (once per run), db %d MB", bench1MRows, bench1M.build.Round(time.Second), size>>20)
-	r, err := Open(filepath.Join(bench1M.dir, "context"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = r.Close() })
-	return r
+	return openRoot(b, filepath.Join(bench1M.dir, "context"))
 }
 
 // BenchmarkSearchLexical1M: words queries on a 1,000,000-row session, a reader opened and

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 )
 
 // Texts returns the stored text of the rows with these fingerprints, by fingerprint; a
@@ -19,12 +18,8 @@ func (d *DB) Texts(fps []string) (map[string]string, error) {
 	if err := d.use(); err != nil {
 		return nil, err
 	}
-	args := make([]any, len(fps))
-	for i, fp := range fps {
-		args[i] = fp
-	}
-	q := "SELECT fingerprint, text FROM messages WHERE fingerprint IN (?" + strings.Repeat(",?", len(fps)-1) + ")"
-	rows, err := d.conn.QueryContext(context.Background(), q, args...)
+	in, args := inList(fps, nil)
+	rows, err := d.conn.QueryContext(context.Background(), "SELECT fingerprint, text FROM messages WHERE fingerprint IN "+in, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read row texts: %w", err)
 	}

@@ -46,15 +46,9 @@ func (r *Root) Register(reg Registration) error {
 // Registration reads sessions/<sid>.json; it returns nil, nil when the session is not
 // registered, and an error when the file is not valid JSON.
 func (r *Root) Registration(sid string) (*Registration, error) {
-	if err := checkSID(sid); err != nil {
+	b, err := r.readSessionFile(sid, ".json", "read registration")
+	if b == nil {
 		return nil, err
-	}
-	b, err := os.ReadFile(r.sessionFile(sid, ".json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read registration: %w", err)
 	}
 	var reg Registration
 	if err := json.Unmarshal(b, &reg); err != nil {
@@ -103,15 +97,21 @@ func (r *Root) ClearForce(sid string) error {
 // LoadTrimState returns the bytes of sessions/<sid>.trim.json, or nil, nil when absent. The
 // shape is the proxy's (contract: Location, "proxy-private").
 func (r *Root) LoadTrimState(sid string) ([]byte, error) {
+	return r.readSessionFile(sid, ".trim.json", "load trim state")
+}
+
+// readSessionFile returns the bytes of sessions/<sid><suffix>, or nil, nil when it is
+// absent; a read error is wrapped with what.
+func (r *Root) readSessionFile(sid, suffix, what string) ([]byte, error) {
 	if err := checkSID(sid); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(r.sessionFile(sid, ".trim.json"))
+	b, err := os.ReadFile(r.sessionFile(sid, suffix))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load trim state: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return b, nil
 }

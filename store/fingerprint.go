@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"unicode/utf8"
@@ -169,7 +169,7 @@ func appendArray[V any](b []byte, xs []V, elem func([]byte, V) ([]byte, error)) 
 // appendObject writes m as a JSON object with its keys in code point order, each value by elem.
 func appendObject[V any](b []byte, m map[string]V, elem func([]byte, V) ([]byte, error)) ([]byte, error) {
 	b = append(b, '{')
-	for i, k := range sortedKeys(m) {
+	for i, k := range slices.Sorted(maps.Keys(m)) { // byte order of UTF-8 = code point order
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -185,15 +185,6 @@ func appendObject[V any](b []byte, m map[string]V, elem func([]byte, V) ([]byte,
 
 // appendJSStringValue is appendJSString as an element writer of appendArray and appendObject.
 func appendJSStringValue(b []byte, s string) ([]byte, error) { return appendJSString(b, s), nil }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // byte order of UTF-8 = code point order
-	return keys
-}
 
 // appendJSNumber writes f as JavaScript's Number#toString does (the same rule encoding/json
 // follows), except that -0 is written as 0, as JSON.stringify does.
@@ -221,11 +212,20 @@ func appendJSNumber(b []byte, f float64) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
+// AppendJSONString appends s as a JSON string the way JavaScript's JSON.stringify writes it:
+// only ", \ and control characters are escaped, and every other byte, invalid UTF-8
+// included, is copied as it is. The proxy writes the text it splices into a body this way.
+func AppendJSONString(b []byte, s string) []byte { return appendJSONText(b, s, false) }
+
 // appendJSString writes s as a JSON string the way JSON.stringify does. A surrogate encoded on
 // its own in 3 bytes (ED A0..BF xx, how CompactJSON keeps an escaped lone surrogate) is written
 // as a \udxxx escape, or joined with a following low surrogate into one code point; any other
 // invalid byte is written as U+FFFD.
-func appendJSString(b []byte, s string) []byte {
+func appendJSString(b []byte, s string) []byte { return appendJSONText(b, s, true) }
+
+// appendJSONText is AppendJSONString, and with fixUTF8 appendJSString: the escapes are the
+// same, only what becomes of bytes that are not valid UTF-8 differs.
+func appendJSONText(b []byte, s string, fixUTF8 bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -256,6 +256,10 @@ func appendJSString(b []byte, s string) []byte {
 			}
 			i++
 			start = i
+			continue
+		}
+		if !fixUTF8 {
+			i++
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])

@@ -57,7 +57,8 @@ func TestCanonicalJSONBytes(t *testing.T) {
 	}
 }
 
-// TestStringEscapes compares against JSON.stringify output recorded from node 20.
+// TestStringEscapes compares against JSON.stringify output recorded from node 20, for
+// appendJSString and AppendJSONString, which differ only on bytes that are not valid UTF-8.
 func TestStringEscapes(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"\x00", `"\u0000"`}, {"\x01", `"\u0001"`}, {"\x07", `"\u0007"`}, {"\b", `"\b"`}, {"\t", `"\t"`},
@@ -72,10 +73,22 @@ func TestStringEscapes(t *testing.T) {
 		// Other invalid bytes: U+FFFD each (documented rule).
 		{"a\xffb", "\"a\uFFFDb\""}, {"\xe2\x82", "\"\uFFFD\uFFFD\""},
 	}
+	// What AppendJSONString writes where it differs: every byte as it is.
+	kept := map[string]string{
+		"\xed\xa0\xbd": "\"\xed\xa0\xbd\"", "\xed\xb8\x80": "\"\xed\xb8\x80\"", "\xed\xa0\xbd\xed\xb8\x80": "\"\xed\xa0\xbd\xed\xb8\x80\"",
+		"a\xffb": "\"a\xffb\"", "\xe2\x82": "\"\xe2\x82\"",
+	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%q", c.in), func(t *testing.T) {
 			if got := string(appendJSString(nil, c.in)); got != c.want {
 				t.Errorf("got %q, want %q", got, c.want)
+			}
+			want, ok := kept[c.in]
+			if !ok {
+				want = c.want
+			}
+			if got := string(AppendJSONString(nil, c.in)); got != want {
+				t.Errorf("AppendJSONString: got %q, want %q", got, want)
 			}
 		})
 	}

@@ -66,11 +66,7 @@ func fill(t *testing.T, dir string) string {
 // health.json, written in place) holds it with what to do, and freeing space resolves it.
 func TestHealthDiskFull(t *testing.T) {
 	mnt := mountTmpfs(t, "2m")
-	r, err := Open(filepath.Join(mnt, "context"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRoot(t, filepath.Join(mnt, "context"))
 	if err := r.KeepHealth(); err != nil {
 		t.Fatal(err)
 	}

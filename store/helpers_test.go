@@ -12,7 +12,15 @@ import (
 // newRoot opens a context root in a fresh temp dir, through the production Open.
 func newRoot(t testing.TB) *Root {
 	t.Helper()
-	r, err := Open(filepath.Join(t.TempDir(), "context"))
+	return openRoot(t, filepath.Join(t.TempDir(), "context"))
+}
+
+// openRoot opens the context root at dir through the production Open and closes it when the
+// test ends (before the temp dir goes: Windows deletes no open file). A second Root on the
+// same dir stands in for another process.
+func openRoot(t testing.TB, dir string) *Root {
+	t.Helper()
+	r, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,12 +35,7 @@ func reopen(t testing.TB, r *Root) *Root {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r2, err := Open(r.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r2.Close() })
-	return r2
+	return openRoot(t, r.Dir())
 }
 
 // holdWriteLock takes the write lock of the database at path on a second connection (opened

@@ -63,11 +63,7 @@ func TestOpenTightensLoosePermissions(t *testing.T) {
 	if err := os.WriteFile(db, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	root, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := openRoot(t, dir)
 	if _, err := root.Session("s1"); err != nil {
 		t.Fatal(err)
 	}

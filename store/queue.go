@@ -3,7 +3,9 @@ package store
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -330,10 +332,7 @@ func (r *Root) Settle(sid string) {
 // each writer as it closes it).
 func (r *Root) SettleAll() {
 	r.mu.Lock()
-	entries := make([]*sessionEntry, 0, len(r.sessions))
-	for _, e := range r.sessions {
-		entries = append(entries, e)
-	}
+	entries := slices.Collect(maps.Values(r.sessions))
 	r.mu.Unlock()
 	for _, e := range entries {
 		e.mu.Lock()

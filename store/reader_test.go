@@ -54,6 +54,22 @@ func mustReader(t testing.TB, r *Root, sid string) *Reader {
 	return rd
 }
 
+// readWith opens a reader of sid, returns what f reads with it and closes it; an error fails
+// the test.
+func readWith[T any](t testing.TB, r *Root, sid string, f func(*Reader) (T, error)) T {
+	t.Helper()
+	rd, err := r.OpenReader(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	v, err := f(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 func TestOpenReader(t *testing.T) {
 	r := newRoot(t)
 	d := mustSession(t, r, "s")
@@ -173,7 +189,7 @@ func TestReaderOldSchemas(t *testing.T) {
 }
 
 // sessionTimes returns the mtime of every file in sessions/.
-func sessionTimes(t *testing.T, r *Root) map[string]time.Time {
+func sessionTimes(t testing.TB, r *Root) map[string]time.Time {
 	t.Helper()
 	dir := filepath.Join(r.Dir(), "sessions")
 	ents, err := os.ReadDir(dir)
@@ -191,7 +207,8 @@ func sessionTimes(t *testing.T, r *Root) map[string]time.Time {
 	return m
 }
 
-func ageSession(t *testing.T, r *Root, when time.Time) {
+// ageSessions sets the modification time of every file in sessions/ to when.
+func ageSessions(t testing.TB, r *Root, when time.Time) {
 	t.Helper()
 	for name := range sessionTimes(t, r) {
 		age(t, filepath.Join(r.Dir(), "sessions", name), when)
@@ -257,7 +274,7 @@ func TestReaderKeepsRetentionAge(t *testing.T) {
 		if !exists(filepath.Join(r.Dir(), "sessions", "s.db-wal")) {
 			t.Fatal("no -wal while the writer is open")
 		}
-		ageSession(t, r, old)
+		ageSessions(t, r, old)
 		check(t, r, "s")
 	})
 	t.Run("writer closed (no -wal)", func(t *testing.T) {
@@ -273,7 +290,7 @@ func TestReaderKeepsRetentionAge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ageSession(t, r2, old)
+		ageSessions(t, r2, old)
 		check(t, r2, "s")
 	})
 	t.Run("-wal without -shm", func(t *testing.T) {
@@ -296,12 +313,8 @@ func TestReaderKeepsRetentionAge(t *testing.T) {
 		for _, suffix := range []string{".db", ".db-wal", ".db-shm"} {
 			_ = os.Remove(filepath.Join(r.Dir(), "sessions", "s"+suffix))
 		}
-		ageSession(t, r, old)
-		r2, err := Open(r.Dir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = r2.Close() }) // before the temp dir goes: Windows deletes no open file
+		ageSessions(t, r, old)
+		r2 := openRoot(t, r.Dir())
 		before := sessionTimes(t, r2)
 		readEverything(t, r2, "c")
 		newest := func(m map[string]time.Time) time.Time {

@@ -49,7 +49,7 @@ type readerPool struct {
 	mu      sync.Mutex
 	entries map[string]*sharedReader // by sid: the pooled reader of each session
 	lru     list.List                // of *sharedReader in entries, most recently used first
-	blocked map[string]int           // sids being deleted: readers of these are not pooled
+	blocked blockCounts              // sids being deleted: readers of these are not pooled
 	closed  bool
 	timer   *time.Timer // closes idle readers; armed while entries is not empty
 
@@ -295,10 +295,7 @@ func (p *readerPool) closeIdle() {
 // open on it, and keeps readers of sid out of the pool until the returned func is called.
 func (p *readerPool) evict(sid string) (unblock func()) {
 	p.mu.Lock()
-	if p.blocked == nil {
-		p.blocked = map[string]int{}
-	}
-	p.blocked[sid]++
+	unblock = p.blocked.add(&p.mu, sid)
 	sr := p.entries[sid]
 	var closeNow bool
 	if sr != nil {
@@ -316,12 +313,26 @@ func (p *readerPool) evict(sid string) (unblock func()) {
 		case <-time.After(readerDeleteWait):
 		}
 	}
+	return unblock
+}
+
+// blockCounts counts, by key, the evictions under way that keep the key out of a cache (a
+// session's reader or savings file being deleted). The cache's mutex guards it; the zero
+// value is empty.
+type blockCounts map[string]int
+
+// add blocks key once more, with mu held; the returned func lifts that block, taking mu.
+func (b *blockCounts) add(mu *sync.Mutex, key string) (unblock func()) {
+	if *b == nil {
+		*b = blockCounts{}
+	}
+	(*b)[key]++
 	return func() {
-		p.mu.Lock()
-		if p.blocked[sid]--; p.blocked[sid] <= 0 {
-			delete(p.blocked, sid)
+		mu.Lock()
+		defer mu.Unlock()
+		if (*b)[key]--; (*b)[key] <= 0 {
+			delete(*b, key)
 		}
-		p.mu.Unlock()
 	}
 }
 

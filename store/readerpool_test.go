@@ -45,16 +45,10 @@ func shared(t testing.TB, r *Root, sid string) *sharedReader {
 
 func searchTotal(t testing.TB, r *Root, sid, query string) int {
 	t.Helper()
-	rd, err := r.OpenReader(sid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	res, err := rd.Search(context.Background(), SearchOptions{Query: query})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.TotalMatches
+	return readWith(t, r, sid, func(rd *Reader) (int, error) {
+		res, err := rd.Search(context.Background(), SearchOptions{Query: query})
+		return res.TotalMatches, err
+	})
 }
 
 // TestReaderPoolReuse: a closed Reader leaves its connection in the pool and the next
@@ -440,7 +434,7 @@ func TestPooledReaderKeepsRetentionAge(t *testing.T) {
 	r := newRoot(t)
 	syncTestRows(t, mustSession(t, r, "s"), []testRow{{thread: "a", role: "user", text: "deploy it"}})
 	old := time.Now().Add(-10 * 24 * time.Hour).Truncate(time.Second)
-	ageSession(t, r, old)
+	ageSessions(t, r, old)
 	before := sessionTimes(t, r)
 	for range 3 {
 		if n := searchTotal(t, r, "s", "deploy"); n != 1 {

@@ -248,11 +248,7 @@ func TestSweepDoesNotKeepSessionsAlive(t *testing.T) {
 		}
 		writeAged(t, filepath.Join(r.Dir(), "blobs", "0123456789abcdef.txt"), now.AddDate(0, 0, -10))
 		age(t, d.Path(), now.AddDate(0, 0, -10))
-		r2, err := Open(r.Dir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r2.Close()
+		r2 := openRoot(t, r.Dir())
 		rep, err := r2.Sweep(30, now)
 		if err != nil || len(rep.SessionsDeleted) != 0 || rep.BlobsDeleted != 0 || rep.BlobPassSkipped {
 			t.Fatalf("first sweep: %+v, %v", rep, err)
@@ -277,11 +273,7 @@ func TestSweepDoesNotKeepSessionsAlive(t *testing.T) {
 		for _, s := range []string{"", "-wal", "-shm"} {
 			age(t, d.Path()+s, old)
 		}
-		r2, err := Open(r.Dir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r2.Close()
+		r2 := openRoot(t, r.Dir())
 		if rep, err := r2.Sweep(30, now); err != nil || rep.BlobPassSkipped {
 			t.Fatalf("sweep: %+v, %v", rep, err)
 		}

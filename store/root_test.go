@@ -169,11 +169,7 @@ func TestRootClose(t *testing.T) {
 func TestOddRootPath(t *testing.T) {
 	skipOnWindows(t, "'?' is not allowed in a Windows file name")
 	dir := filepath.Join(t.TempDir(), "a dir?x=1#frag%41", "context")
-	r, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRoot(t, dir)
 	d := mustSession(t, r, "s")
 	if _, err := d.SyncRows(chain([4]string{"user", "text", "", "x"}), t0); err != nil {
 		t.Fatal(err)

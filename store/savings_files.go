@@ -29,8 +29,8 @@ const maxOpenSavings = 32
 type savingsFiles struct {
 	mu      sync.Mutex
 	open    map[string]*savingsFile
-	lru     list.List      // of *savingsFile in open, most recently used first
-	blocked map[string]int // paths being deleted: appends to these open and close the file
+	lru     list.List   // of *savingsFile in open, most recently used first
+	blocked blockCounts // paths being deleted: appends to these open and close the file
 	closed  bool
 	max     int // 0: maxOpenSavings (tests lower it)
 }
@@ -122,19 +122,10 @@ func (s *savingsFiles) release(path string) {
 // deletes it meanwhile, and appends in between open and close it themselves.
 func (s *savingsFiles) evict(path string) (unblock func()) {
 	s.mu.Lock()
-	if s.blocked == nil {
-		s.blocked = map[string]int{}
-	}
-	s.blocked[path]++
+	unblock = s.blocked.add(&s.mu, path)
 	s.forget(path) // waits for a write in flight
 	s.mu.Unlock()
-	return func() {
-		s.mu.Lock()
-		if s.blocked[path]--; s.blocked[path] <= 0 {
-			delete(s.blocked, path)
-		}
-		s.mu.Unlock()
-	}
+	return unblock
 }
 
 // closeAll closes every open file (Root.Close); later appends open and close the file.

@@ -38,15 +38,23 @@ func ftsString(w string) string {
 	return `"` + strings.ReplaceAll(w, `"`, `""`) + `"`
 }
 
+// inList is the placeholders of an SQL IN list of xs, "(?, ?, ?)" (xs not empty), and args
+// with xs appended as their arguments.
+func inList[T any](xs []T, args []any) (string, []any) {
+	for _, x := range xs {
+		args = append(args, x)
+	}
+	return "(?" + strings.Repeat(", ?", len(xs)-1) + ")", args
+}
+
 // where builds the filter conditions for a query over messages aliased m (or, for roles,
 // over roleCol) and appends their arguments; "" when there is no filter.
 func where(o SearchOptions, roleCol string, args []any) (string, []any) {
 	var conds []string
 	if len(o.Roles) > 0 {
-		conds = append(conds, roleCol+" IN (?"+strings.Repeat(", ?", len(o.Roles)-1)+")")
-		for _, r := range o.Roles {
-			args = append(args, r)
-		}
+		var in string
+		in, args = inList(o.Roles, args)
+		conds = append(conds, roleCol+" IN "+in)
 	}
 	if o.InContext != nil {
 		conds = append(conds, "m.in_context = ?")

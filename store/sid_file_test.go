@@ -174,11 +174,7 @@ func TestLegacyDotDatabase(t *testing.T) {
 			if err := os.Rename(filepath.Join(dir, "legacy-src.db"), filepath.Join(dir, ".x.db")); err != nil {
 				t.Fatal(err)
 			}
-			r2, err := Open(r.Dir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = r2.Close() })
+			r2 := openRoot(t, r.Dir())
 			tc.check(t, context.Background(), r2, dir)
 		})
 	}

@@ -195,14 +195,7 @@ func TestStatusCached(t *testing.T) {
 	skipOnWindows(t, "a file SQLite holds open cannot be deleted, replaced or overwritten here (sharing violation, access denied, user-mapped section): retry_test.go covers what the store does about it")
 	r := statusFixture(t)
 	ctx := context.Background()
-	old := time.Now().Add(-time.Hour)
-	entries, err := os.ReadDir(filepath.Join(r.Dir(), "sessions"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		age(t, filepath.Join(r.Dir(), "sessions", e.Name()), old)
-	}
+	ageSessions(t, r, time.Now().Add(-time.Hour))
 	first, err := r.Status(ctx, statusNow, 24)
 	if err != nil {
 		t.Fatal(err)

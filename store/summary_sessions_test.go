@@ -435,14 +435,7 @@ func benchRoot(b *testing.B) *Root {
 			b.Fatal(err)
 		}
 	}
-	old := time.Now().Add(-time.Hour)
-	entries, err := os.ReadDir(filepath.Join(r.Dir(), "sessions"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, e := range entries {
-		age(b, filepath.Join(r.Dir(), "sessions", e.Name()), old)
-	}
+	ageSessions(b, r, time.Now().Add(-time.Hour))
 	return r
 }
 

@@ -16,11 +16,7 @@ func TestModesIgnoreUmask(t *testing.T) {
 	defer syscall.Umask(old)
 
 	dir := filepath.Join(t.TempDir(), "state", "context")
-	r, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := openRoot(t, dir)
 	d := mustSession(t, r, "s")
 	if _, err := d.SyncRows(chain([4]string{"user", "text", "", "x"}), time.Now()); err != nil {
 		t.Fatal(err)

@@ -108,12 +108,9 @@ func (d *DB) VectorInputs(seqs []int64, maxChars int) (map[int64]string, error) 
 	if err := d.use(); err != nil {
 		return nil, err
 	}
-	args := make([]any, len(seqs))
-	for i, s := range seqs {
-		args[i] = s
-	}
+	in, args := inList(seqs, nil)
 	rows, err := d.conn.QueryContext(context.Background(), "SELECT seq, substr(text, 1, "+strconv.Itoa(maxChars)+
-		") FROM messages WHERE seq IN (?"+strings.Repeat(", ?", len(seqs)-1)+")", args...)
+		") FROM messages WHERE seq IN "+in, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read rows to embed: %w", err)
 	}

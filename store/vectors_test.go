@@ -25,16 +25,7 @@ func fakeVector(text string) []float32 {
 
 func vectorStatus(t testing.TB, r *Root, sid, model string) VectorStatus {
 	t.Helper()
-	rd, err := r.OpenReader(sid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	st, err := rd.Vectors(context.Background(), model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return readWith(t, r, sid, func(rd *Reader) (VectorStatus, error) { return rd.Vectors(context.Background(), model) })
 }
 
 func TestPutVectorsAndStatus(t *testing.T) {

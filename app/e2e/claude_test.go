@@ -358,17 +358,24 @@ func fillerLine(turn, step, l int) string {
 
 func (sc *script) writeFiles(t *testing.T) {
 	t.Helper()
-	if err := os.MkdirAll(sc.dir, 0o755); err != nil {
+	writeStepFiles(t, sc.dir, e2eTurns, sc.file, stepMarker, fillerLine)
+}
+
+// writeStepFiles writes in dir the file that each step of turns reads (named by file, turns
+// and steps from 1): the step's marker line, then lines 1 to stepLines-1 as line gives them.
+func writeStepFiles(t *testing.T, dir string, turns []e2eTurn, file, marker func(turn, step int) string, line func(turn, step, l int) string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for i, turn := range e2eTurns {
+	for i, turn := range turns {
 		for s := 1; s <= turn.steps; s++ {
 			var b strings.Builder
-			b.WriteString(stepMarker(i+1, s) + "\n")
+			b.WriteString(marker(i+1, s) + "\n")
 			for l := 1; l < stepLines; l++ {
-				b.WriteString(fillerLine(i+1, s, l))
+				b.WriteString(line(i+1, s, l))
 			}
-			if err := os.WriteFile(sc.file(i+1, s), []byte(b.String()), 0o644); err != nil {
+			if err := os.WriteFile(file(i+1, s), []byte(b.String()), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -381,10 +388,7 @@ var (
 )
 
 func (sc *script) reply(req *fakeupstream.Request) fakeupstream.Reply {
-	var blocks []fakeupstream.Block
-	if req.ThinkingEnabled() {
-		blocks = append(blocks, fakeupstream.Thinking(fmt.Sprintf("Planning the next step after %d messages.", len(req.Messages))))
-	}
+	blocks := fakeupstream.ThinkingFirst(req, fmt.Sprintf("Planning the next step after %d messages.", len(req.Messages)))
 	turn, step := position(req)
 	switch {
 	case turn < 1 || turn > len(e2eTurns):

@@ -91,9 +91,6 @@ enabled = false
 		},
 		idWord: "thread", idName: "thread.started", keep: "resume should keep the thread",
 	}, fake, srv)
-	if err := srv.stop(); err != nil { // closes the session database cleanly before we read it
-		t.Fatalf("%v\n%s", err, srv.log)
-	}
 
 	// Codex sends every reasoning item back (store false, include reasoning.encrypted_content),
 	// so the trims had reasoning items to keep with their calls.

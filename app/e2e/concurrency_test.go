@@ -264,6 +264,14 @@ func (st *concStats) fail(format string, args ...any) {
 	}
 }
 
+// lateRead counts a read that saw its rows only on a retry, first tried at first.
+func (st *concStats) lateRead(first time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.late++
+	st.maxLate = max(st.maxLate, time.Since(first))
+}
+
 // summarize gives p50, p99 and max of ds.
 func summarize(ds []time.Duration) string {
 	if len(ds) == 0 {
@@ -372,10 +380,7 @@ var concTurnRE = regexp.MustCompile(`CONC-TURN s=(\d+) t=(\d+)`)
 // concReply is the fake model: thinking first, then for a new user turn one Bash call, and
 // for the tool's output a short text that ends the turn.
 func concReply(req *fakeupstream.Request) fakeupstream.Reply {
-	var blocks []fakeupstream.Block
-	if req.ThinkingEnabled() {
-		blocks = append(blocks, fakeupstream.Thinking("Working on it."))
-	}
+	blocks := fakeupstream.ThinkingFirst(req, "Working on it.")
 	if req.EndsWithToolResults() {
 		return fakeupstream.Reply{Content: append(blocks, fakeupstream.Text("Read it; moving on."))}
 	}
@@ -488,12 +493,7 @@ func (s *concSession) body() []byte {
 // means it failed (recorded in st).
 func (s *concSession) send(st *concStats) ([]map[string]any, bool) {
 	req, _ := http.NewRequest("POST", s.url, bytes.NewReader(s.body()))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Api-Key", "dummy-key")
-	req.Header.Set("Anthropic-Version", "2023-06-01")
-	req.Header.Set("Anthropic-Beta", "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27")
-	req.Header.Set("X-Claude-Code-Session-Id", s.sid)
-	req.Header.Set("User-Agent", "claude-cli/2.1.332 (external, sdk-cli)")
+	req.Header = fakeupstream.ClaudeCodeHeader(s.sid, "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27")
 	at := time.Now()
 	resp, err := s.http.Do(req)
 	if err != nil {
@@ -653,15 +653,14 @@ func concSQL(t *testing.T, c *client.Client, sid, stmt string) []int {
 // (its lines must all be there, and the session's max(seq) must never go down).
 func concRead(ctx context.Context, id int, c *client.Client, sessions []*concSession, st *concStats) {
 	maxSeq := map[string]int64{}
-	// Calls run on their own context: ending the load must not cancel one in flight.
-	call := func(tool string, args map[string]any) (string, time.Duration, error) {
+	// call runs tool and records its latency, and its failure; false: it failed. Calls run on
+	// their own context: ending the load must not cancel one in flight.
+	call := func(tool string, args map[string]any) (string, bool) {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		at := time.Now()
 		text, err := concCall(cctx, c, tool, args)
-		return text, time.Since(at), err
-	}
-	record := func(tool string, d time.Duration, err error, args map[string]any) bool {
+		d := time.Since(at)
 		st.mu.Lock()
 		if tool == mcp.ToolSearch {
 			st.searches++
@@ -672,7 +671,7 @@ func concRead(ctx context.Context, id int, c *client.Client, sessions []*concSes
 		}
 		st.mu.Unlock()
 		if err == nil {
-			return true
+			return text, true
 		}
 		low := strings.ToLower(err.Error())
 		what := "failed"
@@ -680,7 +679,7 @@ func concRead(ctx context.Context, id int, c *client.Client, sessions []*concSes
 			what = "failed with a lock error"
 		}
 		st.fail("reader %d: %s %v %s: %v", id, tool, args, what, err)
-		return false
+		return "", false
 	}
 	for k := id; ctx.Err() == nil; k++ {
 		s := sessions[k%len(sessions)]
@@ -694,8 +693,8 @@ func concRead(ctx context.Context, id int, c *client.Client, sessions []*concSes
 			args := map[string]any{"session_id": s.sid, "pattern": regexp.QuoteMeta(marker), "limit": 3}
 			first := time.Now()
 			for try := 0; ; try++ {
-				text, d, err := call(mcp.ToolSearch, args)
-				if !record(mcp.ToolSearch, d, err, args) {
+				text, ok := call(mcp.ToolSearch, args)
+				if !ok {
 					break
 				}
 				var res struct {
@@ -715,10 +714,7 @@ func concRead(ctx context.Context, id int, c *client.Client, sessions []*concSes
 						st.fail("reader %d: search %q on %s: want the one tool_result row, got %s", id, marker, s.sid, text)
 					}
 					if try > 0 {
-						st.mu.Lock()
-						st.late++
-						st.maxLate = max(st.maxLate, time.Since(first))
-						st.mu.Unlock()
+						st.lateRead(first)
 					}
 					break
 				}
@@ -736,8 +732,8 @@ func concRead(ctx context.Context, id int, c *client.Client, sessions []*concSes
 		var seq int64
 		first := time.Now()
 		for try := 0; ; try++ {
-			text, d, err := call(mcp.ToolSQL, args)
-			if !record(mcp.ToolSQL, d, err, args) {
+			text, ok := call(mcp.ToolSQL, args)
+			if !ok {
 				break
 			}
 			var res struct {
@@ -755,10 +751,7 @@ func concRead(ctx context.Context, id int, c *client.Client, sessions []*concSes
 				continue
 			}
 			if try > 0 && lines > 0 {
-				st.mu.Lock()
-				st.late++
-				st.maxLate = max(st.maxLate, time.Since(first))
-				st.mu.Unlock()
+				st.lateRead(first)
 			}
 			break
 		}

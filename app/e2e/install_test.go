@@ -331,10 +331,7 @@ func TestE2EInstall(t *testing.T) {
 // installReply answers every model call with a short text (after a thinking block when the
 // request turns thinking on).
 func installReply(req *fakeupstream.Request) fakeupstream.Reply {
-	var c []fakeupstream.Block
-	if req.ThinkingEnabled() {
-		c = append(c, fakeupstream.Thinking("Answering the install check."))
-	}
+	c := fakeupstream.ThinkingFirst(req, "Answering the install check.")
 	return fakeupstream.Reply{Content: append(c, fakeupstream.Text("E2E-INSTALL-OK"))}
 }
 

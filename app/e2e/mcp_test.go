@@ -204,9 +204,8 @@ type storeRig struct {
 
 func newStoreRig(t *testing.T) *storeRig {
 	t.Helper()
-	base := t.TempDir()
-	r := &storeRig{dir: filepath.Join(base, "context")}
-	r.repo, r.workspace = mcptest.Workspace(t, base)
+	r := &storeRig{}
+	r.dir, r.repo, r.workspace = mcptest.Workspace(t)
 	r.writer = storetest.OpenRootAt(t, r.dir)
 	return r
 }
@@ -255,10 +254,7 @@ func TestE2EClaudeCodeLastReplyIsSearchable(t *testing.T) {
 	bin := buildBinary(t)
 	work, home := agentDirs(t)
 	reply := func(req *fakeupstream.Request) fakeupstream.Reply {
-		var blocks []fakeupstream.Block
-		if req.ThinkingEnabled() {
-			blocks = append(blocks, fakeupstream.Thinking("Answering the question."))
-		}
+		blocks := fakeupstream.ThinkingFirst(req, "Answering the question.")
 		return fakeupstream.Reply{Content: append(blocks, fakeupstream.Text(lastReplyText))}
 	}
 	fake, srv, tp := startRig(t, bin, reply, func(fakeURL string) []string {

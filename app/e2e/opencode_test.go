@@ -128,9 +128,6 @@ func TestE2EOpenCodeTrims(t *testing.T) {
 				},
 				idWord: "session", idName: "sessionID", keep: "--session should keep the session",
 			}, fake, srv)
-			if err := srv.stop(); err != nil { // closes the session database cleanly before we read it
-				t.Fatalf("%v\n%s", err, srv.log)
-			}
 
 			checkTrimmedSession(t, trimSession{
 				agent: "OpenCode", format: tc.format, model: tc.model, sid: sid,

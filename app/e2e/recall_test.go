@@ -335,32 +335,16 @@ func recallMark(turn, step int) string { return fmt.Sprintf("E2E-RECALL-OUT t=%d
 
 func (sc *recallScript) writeFiles(t *testing.T) {
 	t.Helper()
-	if err := os.MkdirAll(sc.dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for i, turn := range recallTurns {
-		for s := 1; s <= turn.steps; s++ {
-			var b strings.Builder
-			b.WriteString(recallMark(i+1, s) + "\n")
-			for l := 1; l < stepLines; l++ {
-				if i+1 == 2 && s == 2 && l == 30 {
-					b.WriteString("vault code: " + recallValue + "\n")
-					continue
-				}
-				b.WriteString(fillerLine(i+1, s, l))
-			}
-			if err := os.WriteFile(sc.file(i+1, s), []byte(b.String()), 0o644); err != nil {
-				t.Fatal(err)
-			}
+	writeStepFiles(t, sc.dir, recallTurns, sc.file, recallMark, func(turn, step, l int) string {
+		if turn == 2 && step == 2 && l == 30 {
+			return "vault code: " + recallValue + "\n"
 		}
-	}
+		return fillerLine(turn, step, l)
+	})
 }
 
 func (sc *recallScript) reply(req *fakeupstream.Request) fakeupstream.Reply {
-	var blocks []fakeupstream.Block
-	if req.ThinkingEnabled() {
-		blocks = append(blocks, fakeupstream.Thinking(fmt.Sprintf("Planning the next step after %d messages.", len(req.Messages))))
-	}
+	blocks := fakeupstream.ThinkingFirst(req, fmt.Sprintf("Planning the next step after %d messages.", len(req.Messages)))
 	say := func(s string) fakeupstream.Reply {
 		return fakeupstream.Reply{Content: append(blocks, fakeupstream.Text(s))}
 	}

@@ -635,7 +635,8 @@ type resumingAgent struct {
 }
 
 // runResuming runs a through e2eTurns and fails the test at the first turn that fails,
-// prints no id or another id than turn 1's, or does not print the fake's final text. It
+// prints no id or another id than turn 1's, or does not print the fake's final text. Then it
+// stops serve, which closes the session database cleanly before the caller reads it. It
 // returns the runs, the conversation id and the time all turns took.
 func runResuming(t *testing.T, a resumingAgent, fake *fakeupstream.Server, srv *serveProc) (runs []agentRun, id string, took time.Duration) {
 	t.Helper()
@@ -659,7 +660,11 @@ func runResuming(t *testing.T, a resumingAgent, fake *fakeupstream.Server, srv *
 			t.Fatalf("turn %d: %s did not print the fake's final text %q:\n%s\n%s", i+1, a.name, want, run, diagnose(fake, srv))
 		}
 	}
-	return runs, id, time.Since(start)
+	took = time.Since(start)
+	if err := srv.stop(); err != nil {
+		t.Fatalf("%v\n%s", err, srv.log)
+	}
+	return runs, id, took
 }
 
 // eachJSONLine calls f with every line of an agent's stdout that decodes as JSON into T, and

@@ -367,14 +367,7 @@ func testTrayQuit(t *testing.T, daemon, bin string) {
 	testSecondLaunch(t, bin, srv)
 	start := time.Now()
 	tc.click(t, quit.id)
-	select {
-	case <-srv.done:
-		if err := srv.exitErr(); err != nil {
-			t.Fatalf("after %q: %v\n%s", trayQuit, err, srv.log)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("serve still runs 15 s after %q:\n%s", trayQuit, srv.log)
-	}
+	waitQuit(t, srv.serveProc, trayQuit)
 	t.Logf("exited 0 %s after %q", time.Since(start).Round(time.Millisecond), trayQuit)
 	checkTrayLog(t, srv.log.String())
 	checkCleanedUp(t, srv)
@@ -451,13 +444,20 @@ func testTrayQuitWired(t *testing.T, daemon, bin string) {
 
 	tc.click(t, tc.layout(t)[trayQuit].id)
 	tc.click(t, shown()[trayQuitSure].id)
+	waitQuit(t, srv.serveProc, trayQuitSure)
+}
+
+// waitQuit fails the test unless serve exits with status 0 within 15 s of the click on the
+// menu item named item.
+func waitQuit(t *testing.T, srv *serveProc, item string) {
+	t.Helper()
 	select {
 	case <-srv.done:
 		if err := srv.exitErr(); err != nil {
-			t.Fatalf("after %q: %v\n%s", trayQuitSure, err, srv.log)
+			t.Fatalf("after %q: %v\n%s", item, err, srv.log)
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatalf("serve still runs 15 s after %q:\n%s", trayQuitSure, srv.log)
+		t.Fatalf("serve still runs 15 s after %q:\n%s", item, srv.log)
 	}
 }
 

@@ -30,18 +30,14 @@
 // running) and "Quit anyway". Any other click hides them again. With no agent wired, Quit
 // quits at once.
 //
-// and an icon for the state: active, paused (pause all, or every agent off) and error (a
+// The icon shows the state: active, paused (pause all, or every agent off) or error (a
 // problem active in the store's health record, a fail-open in the last errorWindow, or a
 // config error; the tooltip says what fails and what to do); on macOS a black template image
-// of the same shape (assets.TrayIcon.Template). This file is the portable part. The tray
-// library's part is in tray_systray.go (Linux, Windows, macOS with cgo); whether there is a
-// tray host at all is decided per OS before the library starts (host in tray_linux.go,
-// tray_windows.go and tray_darwin.go, their decisions in session.go), because
-// fyne.io/systray panics on Quit without a session bus (research/go-spikes.md §3) and
-// AppKit fails without a window server. On macOS the library's loop must own the process's
-// main thread: it runs only on Options.MainThread, which the program's main goroutine
-// serves (app.MainThread); without it the tray runs headless. Elsewhere (the BSDs, macOS
-// without cgo) tray_other.go runs headless.
+// of the same shape. tray.go is the portable part, tray_systray.go the tray library's (Linux,
+// Windows, macOS with cgo, whose loop needs the main thread: Options.MainThread) and
+// tray_other.go the headless rest. Whether there is a tray host at all is decided per OS
+// before the library starts (host; session.go), because fyne.io/systray panics on Quit
+// without a session bus (research/go-spikes.md §3) and AppKit fails without a window server.
 package tray
 
 import (
@@ -247,21 +243,9 @@ func statusLine(s storeStats) string {
 	}
 	line := fmt.Sprintf("Today: %s, %s", plural(s.Today.Requests, "request"), plural(s.Today.Trims, "trim"))
 	if f := s.Saved; f != nil && f.Requests > 0 && f.Percent != nil {
-		line += fmt.Sprintf(", %s saved (%.1f %%)", money(f.Saved), *f.Percent)
+		line += fmt.Sprintf(", %s saved (%s %%)", savings.USD(f.Saved), savings.PercentText(*f.Percent))
 	}
 	return line
-}
-
-// money is the dashboard's dollar format: two decimals from $0.10 on, four below.
-func money(v float64) string {
-	sign := ""
-	if v < 0 {
-		sign, v = "-", -v
-	}
-	if v >= 0.1 || v == 0 {
-		return fmt.Sprintf("%s$%.2f", sign, v)
-	}
-	return fmt.Sprintf("%s$%.4f", sign, v)
 }
 
 func plural(n int64, word string) string {

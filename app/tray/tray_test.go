@@ -1,12 +1,14 @@
 package tray
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/smarter-compact/smarter-compact/assets"
 	"github.com/smarter-compact/smarter-compact/store"
+	"github.com/smarter-compact/smarter-compact/store/savings"
 	"github.com/smarter-compact/smarter-compact/web"
 )
 
@@ -36,5 +38,29 @@ func TestViewHealthProblem(t *testing.T) {
 	h.Resolve(store.HealthStoreWrite, "s1")
 	if v := makeView(st, storeStats{Health: h.Snapshot()}, time.Now()); v.Icon != assets.TrayActive || v.Problem != "" {
 		t.Errorf("resolved: icon %v, problem %q", v.Icon, v.Problem)
+	}
+}
+
+// TestStatusLine: the totals, and the money saved once a priced request was recorded today,
+// in the dashboard's dollar format (two decimals from $0.10 on, four below).
+func TestStatusLine(t *testing.T) {
+	pct := func(p float64) *float64 { return &p }
+	for _, c := range []struct {
+		stats storeStats
+		want  string
+	}{
+		{storeStats{Today: store.Day{Requests: 1, Trims: 1}}, "Today: 1 request, 1 trim"},
+		{storeStats{Today: store.Day{Requests: 12, Trims: 3}, Saved: &savings.Figure{Requests: 12, Saved: 0.42, Percent: pct(58)}},
+			"Today: 12 requests, 3 trims, $0.42 saved (58.0 %)"},
+		{storeStats{Today: store.Day{Requests: 2}, Saved: &savings.Figure{Requests: 2, Saved: 0.0123, Percent: pct(1.25)}},
+			"Today: 2 requests, 0 trims, $0.0123 saved (1.2 %)"},
+		{storeStats{Today: store.Day{Requests: 2}, Saved: &savings.Figure{Requests: 2, Saved: -0.02, Percent: pct(-3.25)}},
+			"Today: 2 requests, 0 trims, -$0.0200 saved (-3.2 %)"},
+		{storeStats{Today: store.Day{Requests: 2}, Saved: &savings.Figure{Unpriced: 2}}, "Today: 2 requests, 0 trims"},
+		{storeStats{TodayErr: errors.New("locked")}, "Today: totals unavailable (see the log)"},
+	} {
+		if got := statusLine(c.stats); got != c.want {
+			t.Errorf("statusLine(%+v) = %q, want %q", c.stats, got, c.want)
+		}
 	}
 }

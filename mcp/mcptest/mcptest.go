@@ -1,6 +1,7 @@
 // Package mcptest holds the MCP client helpers the tests of mcp and the end-to-end tests
-// share: a workspace inside a git checkout for the server's cwd, initialize a client, call a tool and read its one text item (as JSON), check the
-// tool list's hints and examples, and read the tool-calls.jsonl telemetry. It imports store
+// share: a workspace inside a git checkout for the server's cwd (and a context root's path
+// beside it), initialize a client, call a tool and read its one text item (as JSON), check
+// the tool list's hints and examples, and read the tool-calls.jsonl telemetry. It imports store
 // only (ReaderMissing); the product never imports it.
 package mcptest
 
@@ -19,10 +20,13 @@ import (
 	"github.com/smarter-compact/smarter-compact/store"
 )
 
-// Workspace makes the folders of an agent working inside a git checkout: repo is
-// <base>/repo (with a .git folder) and workspace its subfolder sub/dir, the MCP server's cwd.
-func Workspace(t testing.TB, base string) (repo, workspace string) {
+// Workspace makes, in a new temp dir, the folders of an agent working inside a git checkout,
+// and names a context root beside them (not created): repo is <tmp>/repo (with a .git
+// folder), workspace its subfolder sub/dir, the MCP server's cwd, and dir <tmp>/context.
+func Workspace(t testing.TB) (dir, repo, workspace string) {
 	t.Helper()
+	base := t.TempDir()
+	dir = filepath.Join(base, "context")
 	repo = filepath.Join(base, "repo")
 	workspace = filepath.Join(repo, "sub", "dir")
 	for _, d := range []string{filepath.Join(repo, ".git"), workspace} {
@@ -30,7 +34,7 @@ func Workspace(t testing.TB, base string) (repo, workspace string) {
 			t.Fatal(err)
 		}
 	}
-	return repo, workspace
+	return dir, repo, workspace
 }
 
 // Initialize sends the MCP initialize request as client "smarter-compact-test" version 1; an

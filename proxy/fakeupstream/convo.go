@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,6 +104,28 @@ func (c *Convo) SystemFirst() *Convo {
 		c.Tail = `],` + claudeCodeMetadata(c.SID)
 	}
 	return c
+}
+
+// ClaudeCodeBetas is the anthropic-beta header Claude Code 2.1.332 sends in -p mode
+// (research/clients.md).
+const ClaudeCodeBetas = "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27," +
+	"per-turn-control-2026-07-01,mid-conversation-tool-changes-2026-07-01,thinking-token-count-2026-05-13," +
+	"advanced-tool-use-2025-11-20,effort-2025-11-24"
+
+// ClaudeCodeHeader is the header of a Claude Code 2.1.332 request for session sid, with a
+// dummy API key: JSON, anthropic-version 2023-06-01, the session id header and Claude Code's
+// user agent, and betas as anthropic-beta unless it is "".
+func ClaudeCodeHeader(sid, betas string) http.Header {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Api-Key", "dummy-key")
+	h.Set("Anthropic-Version", "2023-06-01")
+	if betas != "" {
+		h.Set("Anthropic-Beta", betas)
+	}
+	h.Set("X-Claude-Code-Session-Id", sid)
+	h.Set("User-Agent", "claude-cli/2.1.332 (external, sdk-cli)")
+	return h
 }
 
 // claudeCodeSystemTools is the system and tools members of a Claude Code request.

@@ -13,11 +13,6 @@ import (
 	"github.com/smarter-compact/smarter-compact/proxy/fakeupstream"
 )
 
-// ccBetas is the anthropic-beta header Claude Code 2.1.332 sends in -p mode (clients.md).
-const ccBetas = "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27," +
-	"per-turn-control-2026-07-01,mid-conversation-tool-changes-2026-07-01,thinking-token-count-2026-05-13," +
-	"advanced-tool-use-2025-11-20,effort-2025-11-24"
-
 // headers returns the headers a client sends; extra are "Name: value" lines.
 func headers(extra ...string) http.Header {
 	h := http.Header{}
@@ -37,7 +32,7 @@ func withLines(h http.Header, extra []string) http.Header {
 }
 
 func ccHeaders(extra ...string) http.Header {
-	return headers(append([]string{"Anthropic-Beta: " + ccBetas}, extra...)...)
+	return headers(append([]string{"Anthropic-Beta: " + fakeupstream.ClaudeCodeBetas}, extra...)...)
 }
 
 // post sends body (bytes, string, or a value to marshal) and returns the response and its body.
@@ -337,10 +332,7 @@ func ccBody(model string, rest ...obj) obj {
 // scripted replies with a Bash tool call until the conversation holds a tool result, then
 // with text; thinking first when the request turns it on.
 func scripted(req *fakeupstream.Request) fakeupstream.Reply {
-	var c []fakeupstream.Block
-	if req.ThinkingEnabled() {
-		c = append(c, fakeupstream.Thinking("Let me run it."))
-	}
+	c := fakeupstream.ThinkingFirst(req, "Let me run it.")
 	if req.EndsWithToolResults() {
 		return fakeupstream.Reply{Content: append(c, fakeupstream.Text("It printed hello."))}
 	}

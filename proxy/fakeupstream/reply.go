@@ -100,11 +100,16 @@ func NamespacedToolUse(namespace, name string, input any) Block {
 // DefaultReply answers with a thinking block when the request turns thinking on ("enabled"
 // or "adaptive"), then the text "ok".
 func DefaultReply(req *Request) Reply {
-	var c []Block
+	return Reply{Content: append(ThinkingFirst(req, "The user wants a short answer."), Text("ok"))}
+}
+
+// ThinkingFirst is how a reply to req starts: a thinking block of text when the request
+// turns thinking on, else nothing. A script appends its answer to it.
+func ThinkingFirst(req *Request, text string) []Block {
 	if req.ThinkingEnabled() {
-		c = append(c, Thinking("The user wants a short answer."))
+		return []Block{Thinking(text)}
 	}
-	return Reply{Content: append(c, Text("ok"))}
+	return nil
 }
 
 // out is an emitted block in its final form.

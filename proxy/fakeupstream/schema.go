@@ -2,9 +2,9 @@ package fakeupstream
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
-	"sort"
 )
 
 // The schema pass: field allow-lists, required fields and field types (api-rules §1.1, §1.2;
@@ -124,21 +124,12 @@ func join(path, key string) string {
 
 // checkKeys rejects the first key (in sorted order) not in allowed.
 func checkKeys(path string, m map[string]any, allowed map[string]bool) *Error {
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !allowed[k] {
 			return extra(join(path, k))
 		}
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // wantString checks that m[key] is a string; absent is an error only when need is set.
@@ -163,7 +154,7 @@ func parseBody(doc map[string]any, betas []string, countTokens bool) (*parsed, *
 	if countTokens {
 		allowed = countTokensFields
 	}
-	for _, k := range sortedKeys(doc) {
+	for _, k := range slices.Sorted(maps.Keys(doc)) {
 		if !allowed[k] {
 			return nil, extra(k)
 		}
@@ -356,7 +347,7 @@ func (p *parsed) parseThinking() *Error {
 	default:
 		return invalid("thinking: Input tag '%s' found using 'type' does not match any of the expected tags: 'adaptive', 'disabled', 'enabled'", typ)
 	}
-	for _, k := range sortedKeys(t) {
+	for _, k := range slices.Sorted(maps.Keys(t)) {
 		if k == "block_binding" && !p.hasBeta(BetaBlockBinding) {
 			return extra("block_binding") // the documented text (api-rules §1.1, §1.7.4)
 		}
@@ -467,7 +458,7 @@ func (p *parsed) parseMessage(i int, v any) (msg, *Error) {
 	if m == nil {
 		return msg{}, invalid("%s: Input should be a valid dictionary", path)
 	}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		switch {
 		case k == "role" || k == "content":
 		case k == "output_config" && p.hasBeta(betaPerTurnControl):

@@ -232,13 +232,13 @@ func TestPrefixBinding(t *testing.T) {
 		noDrop := edit(func(b obj) {
 			b["system"] = append(b["system"].([]any), map[string]any{"type": "text", "text": "[smarter-compact: note]"})
 		})
-		if got := reject(t, srv, noDrop, ccHeaders("Anthropic-Beta: "+ccBetas+","+fakeupstream.BetaBlockBinding)); got != want+"The `system` prompt differs from the one this block was created with." {
+		if got := reject(t, srv, noDrop, ccHeaders("Anthropic-Beta: "+fakeupstream.ClaudeCodeBetas+","+fakeupstream.BetaBlockBinding)); got != want+"The `system` prompt differs from the one this block was created with." {
 			t.Errorf("with beta, without drop_block: %s", got)
 		}
 		if got := reject(t, srv, b, ccHeaders()); got != "block_binding: Extra inputs are not permitted" {
 			t.Errorf("drop_block without beta: %s", got)
 		}
-		s := turn(t, srv, b, ccHeaders("Anthropic-Beta: "+ccBetas+","+fakeupstream.BetaBlockBinding))
+		s := turn(t, srv, b, ccHeaders("Anthropic-Beta: "+fakeupstream.ClaudeCodeBetas+","+fakeupstream.BetaBlockBinding))
 		tr, _ := s.start["input_transformations"].([]any)
 		if len(tr) != 2 {
 			t.Fatalf("input_transformations %v, want both thinking blocks dropped", s.start["input_transformations"])

@@ -1,7 +1,7 @@
 // Package storetest holds the test helpers shared by the tests of store (package store_test),
 // store/embedding, mcp, web and app: a context root in t.TempDir() opened through the
-// production store.Open (WAL on), and sessions seeded with rows, blobs, registrations and
-// events through the real writer.
+// production store.Open (WAL on), sessions seeded with rows, blobs, registrations and
+// events through the real writer, and the status summary's JSON form to decode answers into.
 //
 // It must import nothing of this module but store, and only tests may import it.
 package storetest
@@ -141,4 +141,31 @@ func Register(tb testing.TB, r *store.Root, reg store.Registration) {
 	if err := r.Register(reg); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// StatusJSON is store.Status as its JSON keys are named (seed 001: `smarter-compact status
+// --json` and context_status hold it), for the tests of app and mcp to decode an answer
+// through. It is declared apart from store.Status so that a renamed key fails them.
+type StatusJSON struct {
+	Hours                int               `json:"hours"`
+	Sessions             int               `json:"sessions"`
+	Trims                int               `json:"trims"`
+	TokensSaved          int64             `json:"tokensSaved"`
+	MessagesDropped      int64             `json:"messagesDropped"`
+	FailOpens            int               `json:"failOpens"`
+	LastErrors           []store.FailOpen  `json:"lastErrors"`
+	Latest               map[string]string `json:"latest"`
+	CheckoutProxyVersion *string           `json:"checkout_proxy_version"`
+	ProxyStale           *bool             `json:"proxy_stale"`
+	Note                 string            `json:"note"`
+	Usage                struct {
+		Requests          int            `json:"requests"`
+		WithCacheCounts   int            `json:"withCacheCounts"`
+		CacheReadTokens   int64          `json:"cacheReadTokens"`
+		HitRatio          *float64       `json:"hitRatio"`
+		NewCut            map[string]any `json:"newCut"`
+		Other             map[string]any `json:"other"`
+		Breakpoints       map[string]int `json:"breakpoints"`
+		BreakpointLayouts map[string]int `json:"breakpointLayouts"`
+	} `json:"usage"`
 }

@@ -21,7 +21,9 @@ import (
 // twice what is live before a collection. Chosen by measurement (docs/decisions.md, issue 18:
 // GOGC 50/100/200, each with and without a 64 MiB soft limit, at 8 and 32 concurrent 120k
 // sessions): at 32 sessions serve's peak RSS was 137 MB at 50, 212 at 100 and 304 at 200, the
-// throughput the same within the noise. No soft memory limit is set (debug.SetMemoryLimit):
+// throughput the same within the noise. 25 was measured later (with the body budget, two runs
+// of each alternated): the peak fell from 95 to 86 MB, but serve's CPU per warm 120k request
+// rose from 6.0–7.1 to 8.2–8.8 ms and its p50 latency by 3–4 ms, so 50 stays. No soft memory limit is set (debug.SetMemoryLimit):
 // one of 64 MiB held the peak near 100 MB, but 32 sessions' live heap is close to it and the
 // collector then ran almost all the time (serve's CPU about 1.8×, throughput at 32 sessions
 // a quarter to a third of what it was); GOMEMLIMIT in the environment still sets one.

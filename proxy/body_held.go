@@ -27,11 +27,16 @@ import (
 //     gives back its share, so a response that streams for minutes holds none of them.
 //
 // The budget is a weighted semaphore (golang.org/x/sync/semaphore): a request waits its
-// turn in order, and one larger than the budget waits for the whole of it.
+// turn in order, and one larger than the budget waits for the whole of it. A share is the
+// body's Content-Length as sent, so three bodies hold more than their share: one of unknown
+// length (chunked) counts unknownBodyWeight whatever its size, one over the budget counts
+// the whole budget (up to maxBody), and a gzip or br body is also held decoded, larger.
+// The coding agents send a Content-Length and, but for Codex's zstd, no encoding.
 
 // bodyBudget is the bytes of request bodies the proxy holds at once between reading them and
 // the upstream's answer: twenty 400 KB bodies (120k tokens) or two of 3 MB (1M tokens). A
-// request the budget cannot take waits, as for a rewrite slot, up to the idle timeout.
+// request the budget cannot take waits, as for a rewrite slot, up to the idle timeout
+// (web.BodyDeadline's body read timeout starts at the first read, after the wait).
 const bodyBudget = 8 << 20
 
 // unknownBodyWeight is the share a body of unknown length takes (chunked; the coding agents

@@ -115,7 +115,7 @@ func TestBodyBudgetWaitPastIdleTimeoutAnswers504(t *testing.T) {
 		w := httptest.NewRecorder()
 		p.ServeHTTP(w, req)
 		if w.Code != http.StatusGatewayTimeout || !strings.Contains(w.Body.String(), `"timeout_error"`) ||
-			!strings.Contains(w.Body.String(), "room for its body") {
+			!strings.Contains(w.Body.String(), "upstream_idle_timeout_s") || !strings.Contains(w.Body.String(), "bodies (8 MiB at once)") {
 			t.Fatalf("got %d %q, want a 504 timeout_error about the body budget", w.Code, w.Body.String())
 		}
 		if n := read.Load(); n != 0 {
@@ -213,5 +213,54 @@ func TestBodyWeight(t *testing.T) {
 		if got := bodyWeight(tc.cl); got != tc.want {
 			t.Errorf("bodyWeight(%d) = %d, want %d", tc.cl, got, tc.want)
 		}
+	}
+}
+
+// Until the upstream answers, the transport can read the body again through GetBody (a retry
+// on a fresh connection): the same bytes, however often; once answered, GetBody says so.
+func TestBodyReplaysUntilTheUpstreamAnswered(t *testing.T) {
+	root := openRoot(t)
+	s := DefaultSettings()
+	s.Upstreams = map[string]string{"anthropic": "http://upstream.test"}
+	p := New(s, allOn{}, root, slog.New(slog.DiscardHandler))
+	body := `{"model":"claude-opus-5-5","max_tokens":10,"messages":[{"role":"user","content":"` +
+		strings.Repeat("replay me ", 5000) + `"}]}`
+	var first, replayed []byte
+	var replayErr error
+	var getBody func() (io.ReadCloser, error)
+	p.rp.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		var err error
+		if first, err = io.ReadAll(r.Body); err != nil {
+			return nil, err
+		}
+		r.Body.Close()
+		for range 2 { // as a retry would, twice
+			rc, err := r.GetBody()
+			if err != nil {
+				replayErr = err
+				break
+			}
+			replayed, _ = io.ReadAll(rc)
+			rc.Close()
+			if !bytes.Equal(replayed, first) {
+				break
+			}
+		}
+		getBody = r.GetBody
+		return okResponse(r, io.NopCloser(strings.NewReader(`{}`))), nil
+	})
+	req := httptest.NewRequest("POST", "/claude-code/v1/messages", strings.NewReader(body))
+	req.Header.Set("X-Claude-Code-Session-Id", "replay")
+	w := httptest.NewRecorder()
+	p.ServeHTTP(w, req)
+	p.root.SettleAll()
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d, want 200", w.Code)
+	}
+	if replayErr != nil || len(first) == 0 || !bytes.Equal(replayed, first) {
+		t.Fatalf("replay before the answer: err %v, %d bytes then %d, want the same bytes again", replayErr, len(first), len(replayed))
+	}
+	if _, err := getBody(); err != errBodyDropped {
+		t.Fatalf("GetBody after the answer: %v, want errBodyDropped", err)
 	}
 }

@@ -238,11 +238,15 @@ func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel co
 	held, err := p.holdBody(ctx, out)
 	if err != nil {
 		out.Body.Close()
-		if isIdle(ctx) { // waited for room in the body budget longer than the idle timeout
-			writeError(w, tg.family, http.StatusGatewayTimeout, "timeout_error",
-				"smarter-compact: the request waited for room for its body longer than the idle timeout; the service is overloaded")
+		if d, idle := idleFor(ctx); idle { // waited for room in the body budget past the idle timeout
+			writeError(w, tg.family, http.StatusGatewayTimeout, "timeout_error", fmt.Sprintf(
+				"smarter-compact: busy: this request waited %s (upstream_idle_timeout_s) for other requests' bodies (%d MiB at once) to be answered; retry, or run fewer sessions at once",
+				d, bodyBudget>>20))
 		}
-		return // else the client went away while the request waited
+		// else the request's context ended otherwise. A client that hangs up while its body
+		// is unread is not seen here (Go's server watches the connection only once the body
+		// is read); its request waits its turn or the idle timeout, and its read then fails.
+		return
 	}
 	defer held.drop()
 	ctx = context.WithValue(ctx, heldKey{}, held)

@@ -9,8 +9,13 @@ import (
 	"time"
 )
 
-// BodyDeadline bounds how long a request's body may take to arrive: d from the start of the
-// handler ([context_proxy] body_read_timeout_s; d <= 0 turns the bound off). A client that
+// BodyDeadline bounds how long a request's body may take to arrive: d from the handler's first
+// read of it, or from the start of the handler while it has not read any ([context_proxy]
+// body_read_timeout_s; d <= 0 turns the bound off). The clock restarts at the first read
+// because a handler may wait before reading: the proxy reads a body only once the body budget
+// has room for it (proxy/body_held.go), and that wait is bounded by the idle timeout, not by
+// how fast the client sends. A handler that never reads still has the first deadline, so the
+// server's drain of an unread body cannot wait on a slow client. A client that
 // sends its body slower (slowloris: one byte every few seconds) gets a read error that names
 // the setting, the handler answers it, and the server closes the connection. When the body
 // has arrived whole (EOF) the connection's read deadline is cleared, so that a response that
@@ -43,12 +48,16 @@ func BodyDeadline(d time.Duration, next http.Handler) http.Handler {
 // deadlineBody is a request body read under BodyDeadline's deadline.
 type deadlineBody struct {
 	io.ReadCloser
-	rc   *http.ResponseController
-	d    time.Duration
-	done bool
+	rc            *http.ResponseController
+	d             time.Duration
+	started, done bool
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
+	if !b.started {
+		b.started = true
+		_ = b.rc.SetReadDeadline(time.Now().Add(b.d))
+	}
 	n, err := b.ReadCloser.Read(p)
 	switch {
 	case err == io.EOF && !b.done:

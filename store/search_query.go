@@ -67,16 +67,17 @@ func anyWordQuery(words []string) string {
 	return strings.Join(phrases, " OR ")
 }
 
-// newRankQuery is the FTS5 phrases of words and the messages join and filter of o's roles
-// and in_context.
+// newRankQuery is words with their FTS5 phrases, and the messages join and filter of o's
+// roles and in_context.
 func newRankQuery(o SearchOptions, words []string) rankQuery {
-	q := rankQuery{phrases: make([]string, len(words))}
+	q := rankQuery{words: words, phrases: make([]string, len(words))}
 	for i, w := range words {
 		q.phrases[i] = ftsString(w)
 	}
 	if len(o.Roles) > 0 || o.InContext != nil {
 		q.join = " JOIN messages m ON m.seq = messages_fts.rowid"
 	}
+	q.roles, q.inContext = o.Roles, o.InContext != nil
 	q.filter, q.fargs = where(o, "m.role", nil)
 	return q
 }

@@ -30,7 +30,8 @@ import (
 // then scores those rows, in one statement that walks the word's rows once, and they are
 // ranked by its scores. So the Rank values are FTS5's, bit for bit. Its scores are kept while
 // the table is unchanged: in a session no writer touches, a word is ranked again without a
-// statement.
+// statement. A one-word search without an in_context filter also takes its counts from
+// them (rows, and lines, by role when filtered by role).
 //
 // Postings live in memory beside the pooled reader and count against the search memory
 // budget (search_memory.go). Rows are never deleted and their text never changes, so the
@@ -52,8 +53,8 @@ type postingIndex struct {
 	tick   uint64          // LRU clock of words
 	mem    memEntry        // its place in the search memory budget (search_memory.go)
 	// What it did, for the tests and benchmarks: words built, rows added to them since, and
-	// rankings it answered.
-	built, added, ranked int
+	// rankings and counts it answered.
+	built, added, ranked, counted int
 }
 
 // postings is one word's rows, in seq order.
@@ -65,7 +66,10 @@ type postings struct {
 	weights []float64         // per row: bm25Weight under weighed
 	weighed tableState        // what weights were computed for; zero: none yet
 	exact   map[int64]float64 // FTS5's bm25 of rows, as the table is at state
-	used    uint64            // the index's tick at its last use
+	lines   int64             // lines holding the word, every one up to lineTop
+	lineTop int64
+	byRole  map[string]int64 // lines holding the word by role; nil until a count filters by role
+	used    uint64           // the index's tick at its last use
 }
 
 // postingRowBytes is what a word's row takes: seq, tf and weight (and its role, when read).
@@ -183,6 +187,56 @@ func rankAlone(ctx context.Context, db conn, q rankQuery, w int, seen map[int64]
 	slices.SortFunc(out, compareRanked)
 	pi.ranked++
 	return out[:min(k, len(out))], true, nil
+}
+
+// postingCounts returns the counts of q, one word without an in_context filter, TotalMatches
+// and LineMatches, from the word's postings, built first when the word has more than maxRows
+// rows under q's filters; ok is false when the word has no postings (the statements count).
+func postingCounts(ctx context.Context, db conn, q rankQuery, maxRows int) (total, lines int, ok bool, err error) {
+	token, ok := postingToken(q.words[0])
+	if !ok || q.inContext {
+		return 0, 0, false, nil
+	}
+	if !db.sr.hasPostings(q.phrases[0]) {
+		seqs, err := matchSeqs(ctx, db, q, q.phrases[0], maxRows+1)
+		if err != nil || len(seqs) <= maxRows {
+			return 0, 0, false, err
+		}
+	}
+	pi := db.sr.postingIndex()
+	pi.mu.Lock()
+	defer pi.mu.Unlock()
+	p, err := pi.current(ctx, db, q.phrases[0], token)
+	if err == nil && len(q.roles) > 0 {
+		if err = pi.readRoles(ctx, db, p, q.phrases[0]); err == nil {
+			err = p.readLineRoles(ctx, db, q.phrases[0])
+		}
+	}
+	switch {
+	case errors.Is(err, errNoPostings):
+		return 0, 0, false, nil
+	case err != nil:
+		return 0, 0, false, err
+	}
+	if !pi.account(db.sr, p) {
+		pi.drop(db.sr)
+	}
+	pi.counted++
+	if len(q.roles) == 0 {
+		return len(p.seqs), int(p.lines), true, nil
+	}
+	role := pi.roleMask(q.roles)
+	for _, r := range p.roles {
+		if role[r] {
+			total++
+		}
+	}
+	for r, n := range p.byRole {
+		if slices.Contains(q.roles, r) {
+			lines += int(n)
+		}
+	}
+	return total, lines, true, nil
 }
 
 // hasPostings reports whether the reader holds postings of phrase.
@@ -641,16 +695,21 @@ func (pi *postingIndex) readSizes(ctx context.Context, db *sql.DB, top int64) er
 // refresh adds to p the rows stored since it was last read, and returns how many. Their
 // instances come from FTS5's bm25 of each (one statement reads them all, with the table's
 // state it scored them at), solved for the count with the row's size: a score no count gives
-// is errNoPostings.
+// is errNoPostings. The line count follows the lines table the same way.
 func (pi *postingIndex) refresh(ctx context.Context, db conn, p *postings, phrase string) (int, error) {
 	var block []byte
-	var top sql.NullInt64
-	if err := db.QueryRowContext(ctx, "SELECT "+tableStateColumns).Scan(&block, &top); err != nil {
+	var top, lineTop sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT "+tableStateColumns+", (SELECT max(id) FROM lines)").Scan(&block, &top, &lineTop); err != nil {
 		return 0, fmt.Errorf("read postings: %w", err)
 	}
 	now, err := readTableState(block, top)
 	if err != nil {
 		return 0, err
+	}
+	if lineTop.Int64 > p.lineTop {
+		if err := p.readLines(ctx, db, phrase, p.lineTop, math.MaxInt64); err != nil {
+			return 0, err
+		}
 	}
 	if now == p.state {
 		return 0, nil
@@ -707,6 +766,61 @@ func (pi *postingIndex) refresh(ctx context.Context, db conn, p *postings, phras
 	return len(adds), nil
 }
 
+// readLines adds to p's line counts the lines past from and up to to holding the word, and
+// moves lineTop to the highest line id then (to when lower): by role when p counts by role.
+func (p *postings) readLines(ctx context.Context, db conn, phrase string, from, to int64) error {
+	stmt := "SELECT '', count(*), (SELECT max(id) FROM lines) FROM lines_fts WHERE lines_fts MATCH ? AND lines_fts.rowid > ? AND lines_fts.rowid <= ?"
+	if p.byRole != nil {
+		stmt = "SELECT l.role, count(*), (SELECT max(id) FROM lines) FROM lines_fts JOIN lines l ON l.id = lines_fts.rowid " +
+			"WHERE lines_fts MATCH ? AND lines_fts.rowid > ? AND lines_fts.rowid <= ? GROUP BY l.role"
+	}
+	rows, err := db.QueryContext(ctx, stmt, phrase, from, to)
+	if err != nil {
+		return fmt.Errorf("read postings' lines: %w", err)
+	}
+	defer rows.Close()
+	top := to
+	for rows.Next() {
+		var role string
+		var n int64
+		var last sql.NullInt64
+		if err := rows.Scan(&role, &n, &last); err != nil {
+			return fmt.Errorf("read postings' lines: %w", err)
+		}
+		if p.byRole != nil {
+			p.byRole[role] += n
+		}
+		p.lines += n
+		top = min(top, last.Int64)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read postings' lines: %w", err)
+	}
+	if top == math.MaxInt64 { // no line holds the word: lineTop stays (a later look reads the lines past it again)
+		return nil
+	}
+	p.lineTop = max(p.lineTop, top)
+	return nil
+}
+
+// readLineRoles counts p's lines by role, unless done already: a line's role never changes.
+func (p *postings) readLineRoles(ctx context.Context, db conn, phrase string) error {
+	if p.byRole != nil {
+		return nil
+	}
+	lines := p.lines
+	p.byRole, p.lines = map[string]int64{}, 0
+	if err := p.readLines(ctx, db, phrase, 0, p.lineTop); err != nil {
+		p.byRole, p.lines = nil, lines
+		return err
+	}
+	if byRole := p.lines; byRole != lines {
+		p.byRole, p.lines = nil, lines
+		return fmt.Errorf("read postings' lines: %d lines by role, %d in all: %w", byRole, lines, errNoPostings)
+	}
+	return nil
+}
+
 // readRoles reads the roles of p's rows, unless read already: a row's role never changes.
 func (pi *postingIndex) readRoles(ctx context.Context, db conn, p *postings, phrase string) error {
 	if p.roles != nil || len(p.seqs) == 0 {
@@ -755,7 +869,7 @@ func (pi *postingIndex) roleIndex(role string) (uint8, bool) {
 // build reads phrase's postings, token its FTS5 term, on a connection of its own in one read
 // transaction: the table's state, the rows of the term with their instances (an fts5vocab
 // table in that connection's temp schema), the count of the phrase's rows (as many as the
-// term's), and FTS5's bm25 of some of the rows, which the formula must give. The
+// term's) and lines, and FTS5's bm25 of some of the rows, which the formula must give. The
 // rows' sizes are read on the pooled connection. errNoPostings: messages_fts is not the
 // contract's, or its rows or scores are not the postings'.
 func (pi *postingIndex) build(ctx context.Context, db conn, phrase, token string) (_ *postings, err error) {
@@ -786,10 +900,10 @@ func (pi *postingIndex) build(ctx context.Context, db conn, phrase, token string
 	}()
 
 	var block []byte
-	var top sql.NullInt64
+	var top, lineTop sql.NullInt64
 	var create string
-	if err := c.QueryRowContext(ctx, "SELECT "+tableStateColumns+", (SELECT sql FROM sqlite_master WHERE name = 'messages_fts')").
-		Scan(&block, &top, &create); err != nil {
+	if err := c.QueryRowContext(ctx, "SELECT "+tableStateColumns+", (SELECT max(id) FROM lines), (SELECT sql FROM sqlite_master WHERE name = 'messages_fts')").
+		Scan(&block, &top, &lineTop, &create); err != nil {
 		return nil, fmt.Errorf("build postings: %w", err)
 	}
 	// The connection opened the file by its path: it must be the pooled reader's.
@@ -801,7 +915,7 @@ func (pi *postingIndex) build(ctx context.Context, db conn, phrase, token string
 	if lower := strings.ToLower(create); strings.Contains(lower, "tokenize") || strings.Contains(lower, "detail") {
 		return nil, fmt.Errorf("build postings: messages_fts is %q: %w", create, errNoPostings)
 	}
-	p := &postings{}
+	p := &postings{lineTop: lineTop.Int64}
 	if p.state, err = readTableState(block, top); err != nil {
 		return nil, err
 	}
@@ -828,7 +942,8 @@ func (pi *postingIndex) build(ctx context.Context, db conn, phrase, token string
 		p.tf[len(p.tf)-1]++
 	}
 	var rows int
-	if err := c.QueryRowContext(ctx, "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", phrase).Scan(&rows); err != nil {
+	if err := c.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?1), (SELECT count(*) FROM lines_fts WHERE lines_fts MATCH ?1)",
+		phrase).Scan(&rows, &p.lines); err != nil {
 		return nil, fmt.Errorf("build postings: %w", err)
 	}
 	if rows != len(p.seqs) {

@@ -45,7 +45,7 @@ func TestPostingsMatchRankAll(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			compared, alone := 0, 0
+			compared, alone, counted := 0, 0, 0
 			var kept postingIndex
 			for round := range 4 {
 				if round == 3 {
@@ -59,6 +59,29 @@ func TestPostingsMatchRankAll(t *testing.T) {
 					}
 					o := filters[rng.IntN(len(filters))]
 					q := newRankQuery(o, queryWords(strings.Join(ws, " ")))
+					for _, w := range ws {
+						// The counts of a one-word search without an in_context filter come from its
+						// postings.
+						before := postingStats(c.sr).counted
+						res, err := rd.Search(ctx, SearchOptions{Query: w, Roles: o.Roles, InContext: o.InContext, Limit: -1})
+						if err != nil {
+							t.Fatal(err)
+						}
+						one := newRankQuery(o, []string{w})
+						total := countRows(t, c, "SELECT count(*) FROM messages_fts"+one.join+" WHERE messages_fts MATCH ?"+one.filter, append([]any{ftsString(w)}, one.fargs...)...)
+						lf, largs := where(o, "l.role", []any{ftsString(w)})
+						lj := ""
+						if len(o.Roles) > 0 || o.InContext != nil {
+							lj = " JOIN lines l ON l.id = lines_fts.rowid JOIN messages m ON m.seq = l.message_seq"
+						}
+						lines := countRows(t, c, "SELECT count(*) FROM lines_fts"+lj+" WHERE lines_fts MATCH ?"+lf, largs...)
+						if res.TotalMatches != total || res.LineMatches != lines {
+							t.Fatalf("round %d word %q %+v: %d rows, %d lines, want %d, %d", round, w, o, res.TotalMatches, res.LineMatches, total, lines)
+						}
+						if postingStats(c.sr).counted > before {
+							counted++
+						}
+					}
 					for _, limit := range []int{1, 3, 8, 1000} {
 						want, err := rankAll(ctx, c, q, limit)
 						if err != nil {
@@ -94,11 +117,11 @@ func TestPostingsMatchRankAll(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			t.Logf("%d rankings compared, %d of them from postings; %d words built, %d rows added to them later",
-				compared, alone, kept.built, kept.added)
-			if kept.built < 3 || kept.added == 0 || alone < compared/4 {
-				t.Fatalf("%d of %d rankings from postings, %d words built, %d rows added later: the test no longer exercises them",
-					alone, compared, kept.built, kept.added)
+			t.Logf("%d rankings compared, %d of them from postings; %d counts from postings; %d words built, %d rows added to them later",
+				compared, alone, counted, kept.built, kept.added)
+			if kept.built < 3 || kept.added == 0 || alone < compared/4 || counted < 50 {
+				t.Fatalf("%d of %d rankings and %d counts from postings, %d words built, %d rows added later: the test no longer exercises them",
+					alone, compared, counted, kept.built, kept.added)
 			}
 			if postingStats(c.sr).words != nil {
 				t.Error("postings kept under a budget they do not fit")
@@ -117,7 +140,17 @@ func postingStats(sr *sharedReader) postingIndex {
 	}
 	pi.mu.Lock()
 	defer pi.mu.Unlock()
-	return postingIndex{sizes: pi.sizes, words: pi.words, built: pi.built, added: pi.added, ranked: pi.ranked}
+	return postingIndex{sizes: pi.sizes, words: pi.words, built: pi.built, added: pi.added, ranked: pi.ranked, counted: pi.counted}
+}
+
+// countRows runs a count statement on c.
+func countRows(t testing.TB, c conn, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := c.QueryRowContext(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
 }
 
 func TestPostingToken(t *testing.T) {

@@ -276,7 +276,7 @@ func rowConfirmer(ctx context.Context, db conn, q rankQuery, w int) func(seqs []
 	case !q.inContext:
 		return nil
 	case len(q.phrases) > 1:
-		expr, _ := maskExpr(q, 1<<w)
+		expr, _ := maskExpr(q, 1<<w, 0)
 		return func(seqs []int64) (map[int64]bool, error) {
 			return confirmRows(ctx, db, "SELECT messages_fts.rowid FROM messages_fts"+q.join+" WHERE messages_fts MATCH ? AND messages_fts.rowid IN ", q.filter,
 				[]any{expr}, seqs, q.fargs)

@@ -231,9 +231,16 @@ func rankTiers(ctx context.Context, db conn, q rankQuery, limit, maxRows int) (_
 			wide++
 		}
 	}
+	// Without an in_context filter, words holds every row's words exactly (a row's words and
+	// role never change): a set without L need not leave L's rows out by content, which would
+	// count L's rows for its IDF; its rows with L are left out below.
+	var omit uint64
+	if !q.inContext {
+		omit = 1 << common
+	}
 	out := make([]rankedRow, 0, len(words)+limit)
 	for _, m := range slices.Sorted(maps.Keys(masks)) {
-		got, err := scoreSet(ctx, db, q, m, -1)
+		got, err := scoreSet(ctx, db, q, m, omit, -1)
 		if err != nil {
 			return nil, false, err
 		}
@@ -246,7 +253,7 @@ func rankTiers(ctx context.Context, db conn, q rankQuery, limit, maxRows int) (_
 	if k := limit - wide; big >= 0 && k > 0 {
 		got, ok, err := rankAlone(ctx, db, q, common, words, top.Int64, k)
 		if err == nil && !ok {
-			got, err = scoreSet(ctx, db, q, 1<<common, k)
+			got, err = scoreSet(ctx, db, q, 1<<common, 0, k)
 		}
 		if err != nil {
 			return nil, false, err
@@ -291,9 +298,10 @@ func matchSeqs(ctx context.Context, db conn, q rankQuery, expr string, limit int
 
 // scoreSet returns the rows holding exactly the words of mask (bit i: q.phrases[i]) under
 // q's filters, with their bm25 as the any-word expression scores them; the best limit of them
-// when limit is positive, else all.
-func scoreSet(ctx context.Context, db conn, q rankQuery, mask uint64, limit int) ([]rankedRow, error) {
-	expr, have := maskExpr(q, mask)
+// when limit is positive, else all. The words of omit are not left out: rows holding them
+// are returned too, with the score of mask's words alone.
+func scoreSet(ctx context.Context, db conn, q rankQuery, mask, omit uint64, limit int) ([]rankedRow, error) {
+	expr, have := maskExpr(q, mask, omit)
 	args := append([]any{expr}, q.fargs...)
 	stmt := "SELECT messages_fts.rowid, bm25(messages_fts) FROM messages_fts" + q.join + " WHERE messages_fts MATCH ?" + q.filter
 	if limit > 0 {
@@ -307,14 +315,15 @@ func scoreSet(ctx context.Context, db conn, q rankQuery, mask uint64, limit int)
 }
 
 // maskExpr is the FTS5 expression matching exactly the rows that hold the words of mask (bit
-// i: q.phrases[i]) and no other word of q, (p1 AND p2 …) NOT (q1 OR q2 …), and how many words
-// mask holds.
-func maskExpr(q rankQuery, mask uint64) (string, int) {
+// i: q.phrases[i]) and no other word of q but those of omit, (p1 AND p2 …) NOT (q1 OR q2 …),
+// and how many words mask holds.
+func maskExpr(q rankQuery, mask, omit uint64) (string, int) {
 	var have, lack []string
 	for i, p := range q.phrases {
-		if mask&(1<<i) != 0 {
+		switch {
+		case mask&(1<<i) != 0:
 			have = append(have, p)
-		} else {
+		case omit&(1<<i) == 0:
 			lack = append(lack, p)
 		}
 	}

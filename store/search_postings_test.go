@@ -53,12 +53,7 @@ func TestPostingsMatchRankAll(t *testing.T) {
 					defer searchMem.setLimit(searchMem.setLimit(1 << 10))
 				}
 				for range 40 {
-					var ws []string
-					for _, i := range rng.Perm(len(words))[:1+rng.IntN(4)] {
-						ws = append(ws, words[i])
-					}
-					o := filters[rng.IntN(len(filters))]
-					q := newRankQuery(o, queryWords(strings.Join(ws, " ")))
+					ws, o, q := drawRankQuery(rng, words, 1, 4, filters)
 					for _, w := range ws {
 						// The counts of a one-word search without an in_context filter come from its
 						// postings.

@@ -8,7 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -131,19 +131,23 @@ func open1M(b *testing.B) *Root {
 // BenchmarkSearchLexical1M: words queries on a 1,000,000-row session, a reader opened and
 // closed per search as smart_compact_search does (pooled). rare_and_common is cmd/bench's
 // scale query (a request id, one row, and a service name, about 83,000 rows); common_word a
-// service name alone. Each case runs latencySamples searches per iteration at rows spread over
-// the session and reports their p50 and p99 in milliseconds.
+// service name alone; common_word_default_roles the same under smart_compact_search's default
+// roles (user and tool). Each case runs latencySamples searches per iteration at rows spread
+// over the session and reports their p50 and p99 in milliseconds.
 func BenchmarkSearchLexical1M(b *testing.B) {
 	r := open1M(b)
 	ctx := context.Background()
+	commonWord := func(rng *rand.Rand) string { return bench1MServices[rng.IntN(len(bench1MServices))] }
 	for _, c := range []struct {
 		name  string
 		query func(rng *rand.Rand) string
+		roles []string
 	}{
 		{"rare_and_common", func(rng *rand.Rand) string {
 			return fmt.Sprintf("r-%08x-1 %s", 3*rng.IntN(bench1MRows/3)+2, bench1MServices[rng.IntN(len(bench1MServices))])
-		}},
-		{"common_word", func(rng *rand.Rand) string { return bench1MServices[rng.IntN(len(bench1MServices))] }},
+		}, nil},
+		{"common_word", commonWord, nil},
+		{"common_word_default_roles", commonWord, []string{"user", "tool"}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(2, 2))
@@ -153,7 +157,7 @@ func BenchmarkSearchLexical1M(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer rd.Close()
-				res, err := rd.Search(ctx, SearchOptions{Query: c.query(rng)})
+				res, err := rd.Search(ctx, SearchOptions{Query: c.query(rng), Roles: c.roles})
 				if err != nil || res.TotalMatches == 0 {
 					b.Fatal(res, err)
 				}
@@ -240,15 +244,80 @@ func BenchmarkRankWords1M(b *testing.B) {
 						}
 					}
 				}
-				pct := func(ds []time.Duration, p float64) float64 {
-					slices.Sort(ds)
-					return float64(ds[min(len(ds)-1, int(p*float64(len(ds))))]) / float64(time.Millisecond)
-				}
-				b.ReportMetric(pct(all, 0.5), "all-p50-ms")
-				b.ReportMetric(pct(all, 0.99), "all-p99-ms")
-				b.ReportMetric(pct(tiers, 0.5), "tiers-p50-ms")
-				b.ReportMetric(pct(tiers, 0.99), "tiers-p99-ms")
+				b.ReportMetric(latencyMS(all, 0.5), "all-p50-ms")
+				b.ReportMetric(latencyMS(all, 0.99), "all-p99-ms")
+				b.ReportMetric(latencyMS(tiers, 0.5), "tiers-p50-ms")
+				b.ReportMetric(latencyMS(tiers, 0.99), "tiers-p99-ms")
 			})
 		}
 	}
+}
+
+// BenchmarkPostings1M measures the word postings of bench1M's session (search_postings.go):
+// each iteration opens a fresh Root (so a fresh reader pool, no postings) and searches each
+// service name twice, a reader opened and closed per search. The first search of a word
+// builds its postings (first-p50-ms: the whole search); the second finds them
+// (warm-p50-ms). It reports the postings' size in the search memory budget, the rows' sizes
+// and the twelve words (postings-MB), what they add to the live heap (heap-MB, after a GC
+// each side) and the words' rows (rows).
+func BenchmarkPostings1M(b *testing.B) {
+	open1M(b)
+	ctx := context.Background()
+	var first, warm []time.Duration
+	var accounted, heap, rows float64
+	for b.Loop() {
+		r, err := Open(filepath.Join(bench1M.dir, "context"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		search := func(word string) time.Duration {
+			t := time.Now()
+			rd, err := r.OpenReader("bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rd.Close()
+			if res, err := rd.Search(ctx, SearchOptions{Query: word}); err != nil || res.TotalMatches == 0 {
+				b.Fatal(res, err)
+			}
+			return time.Since(t)
+		}
+		for _, w := range bench1MServices {
+			first = append(first, search(w))
+			warm = append(warm, search(w))
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		rd, err := r.OpenReader("bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := rd.conn()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ps := postingStats(c.sr)
+		if ps.built != len(bench1MServices) {
+			b.Fatalf("%d words built, want %d", ps.built, len(bench1MServices))
+		}
+		accounted, rows = 4*float64(len(ps.sizes)), 0
+		for _, p := range ps.words {
+			accounted += float64(p.bytes())
+			rows += float64(len(p.seqs))
+		}
+		heap = float64(after.HeapAlloc) - float64(before.HeapAlloc)
+		rd.Close()
+		if err := r.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(latencyMS(first, 0.5), "first-p50-ms")
+	b.ReportMetric(latencyMS(first, 1), "first-max-ms")
+	b.ReportMetric(latencyMS(warm, 0.5), "warm-p50-ms")
+	b.ReportMetric(accounted/(1<<20), "postings-MB")
+	b.ReportMetric(heap/(1<<20), "heap-MB")
+	b.ReportMetric(rows, "rows")
 }

@@ -87,6 +87,9 @@ type sharedReader struct {
 	gimu  sync.Mutex // guards grams
 	grams *gramIndex // the pattern search's trigram filters (search_trigrams.go); nil until one runs
 
+	pimu  sync.Mutex    // guards posts
+	posts *postingIndex // the words queries' postings of common words (search_postings.go); nil until one ranks
+
 	stmu        sync.Mutex // guards stmts
 	stmts       map[string]*sql.Stmt
 	stmtsClosed bool

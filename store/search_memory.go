@@ -6,11 +6,12 @@ import (
 )
 
 // Search memory budget: the pooled readers' search caches (each session's decoded vectors,
-// vectors_index.go, and its pattern index with the row texts, search_trigrams.go) hold at most
-// SearchMemory bytes together in a process. A cache that a search grows past the budget
-// pushes out the least recently used others; a session whose cache alone is larger is
-// searched without keeping it (its vectors decoded for the search and let go, its texts read
-// from SQLite with only the trigram filters kept). Results never depend on what is kept.
+// vectors_index.go, its pattern index with the row texts, search_trigrams.go, and its word
+// postings, search_postings.go) hold at most SearchMemory bytes together in a process. A
+// cache that a search grows past the budget pushes out the least recently used others; a
+// session whose cache alone is larger is searched without keeping it (its vectors decoded for
+// the search and let go, its texts read from SQLite with only the trigram filters kept, its
+// postings used for the search and let go). Results never depend on what is kept.
 //
 // DefaultSearchMemory holds the 768-dim vectors and the texts of a 50,000-row session with
 // room to spare (about 154 MB and 35 MB).
@@ -97,10 +98,16 @@ func (sr *sharedReader) forgetCaches() {
 	sr.vimu.Lock()
 	vi := sr.vectors
 	sr.vimu.Unlock()
+	sr.pimu.Lock()
+	pi := sr.posts
+	sr.pimu.Unlock()
 	if gi != nil {
 		searchMem.forget(&gi.mem)
 	}
 	if vi != nil {
 		searchMem.forget(&vi.mem)
+	}
+	if pi != nil {
+		searchMem.forget(&pi.mem)
 	}
 }

@@ -75,16 +75,17 @@ func anyWordQuery(words []string) string {
 	return strings.Join(phrases, " OR ")
 }
 
-// newRankQuery is the FTS5 phrases of words and the messages join and filter of o's roles
-// and in_context.
+// newRankQuery is words with their FTS5 phrases, and the messages join and filter of o's
+// roles and in_context.
 func newRankQuery(o SearchOptions, words []string) rankQuery {
-	q := rankQuery{phrases: make([]string, len(words))}
+	q := rankQuery{words: words, phrases: make([]string, len(words))}
 	for i, w := range words {
 		q.phrases[i] = ftsString(w)
 	}
 	if len(o.Roles) > 0 || o.InContext != nil {
 		q.join = " JOIN messages m ON m.seq = messages_fts.rowid"
 	}
+	q.roles, q.inContext = o.Roles, o.InContext != nil
 	q.filter, q.fargs = where(o, "m.role", nil)
 	return q
 }
@@ -95,10 +96,22 @@ func searchQuery(ctx context.Context, db conn, o SearchOptions, words []string) 
 	anyWord := strings.Join(rq.phrases, " OR ")
 	everyWord := strings.Join(rq.phrases, " AND ")
 
+	// A common word alone, without an in_context filter, is counted by its postings
+	// (search_postings.go).
+	counted := false
+	if len(words) == 1 {
+		var err error
+		if res.TotalMatches, res.LineMatches, counted, err = postingCounts(ctx, db, rq, rankTiersCap); err != nil {
+			return res, err
+		}
+	}
+
 	// Total.
 	args := append([]any{anyWord}, rq.fargs...)
-	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM messages_fts"+rq.join+" WHERE messages_fts MATCH ?"+rq.filter, args...).Scan(&res.TotalMatches); err != nil {
-		return res, fmt.Errorf("count matches: %w", err)
+	if !counted {
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM messages_fts"+rq.join+" WHERE messages_fts MATCH ?"+rq.filter, args...).Scan(&res.TotalMatches); err != nil {
+			return res, fmt.Errorf("count matches: %w", err)
+		}
 	}
 
 	// Lines containing every word. The role is copied into lines; in_context needs the message.
@@ -111,8 +124,10 @@ func searchQuery(ctx context.Context, db conn, o SearchOptions, words []string) 
 	}
 	lfilter, lfargs := where(o, "l.role", nil)
 	args = append([]any{everyWord}, lfargs...)
-	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM lines_fts"+lineJoin+" WHERE lines_fts MATCH ?"+lfilter, args...).Scan(&res.LineMatches); err != nil {
-		return res, fmt.Errorf("count line matches: %w", err)
+	if !counted {
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM lines_fts"+lineJoin+" WHERE lines_fts MATCH ?"+lfilter, args...).Scan(&res.LineMatches); err != nil {
+			return res, fmt.Errorf("count line matches: %w", err)
+		}
 	}
 
 	if res.TotalMatches == 0 || o.Limit == 0 {

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"maps"
+	"math"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -26,9 +27,12 @@ import (
 //     exact set P of words, so its matched count.
 //   - Each distinct P is scored by one statement whose expression matches exactly the rows
 //     with P: (p1 AND p2 …) NOT (q1 OR q2 …), the words of P in query order first.
-//   - The rows with L alone, the only ones not read yet, all have matched = 1; they are
-//     ranked by one statement with LIMIT: only as many as the rows with two or more words
-//     leave room for.
+//   - The rows with L alone, the only ones not read yet, all have matched = 1; only as many
+//     as the rows with two or more words leave room for are ranked: from L's postings when it
+//     has them (search_postings.go), else by one statement with LIMIT.
+//
+// A query of one word is the third tier alone: ranked from the word's postings when it is
+// common, else by rankAll.
 //
 // Why the scores are bit-for-bit those of the one statement: FTS5's bm25 of a row is
 // -(0 + t1 + t2 + … + tn) over the expression's phrases in order, with ti = idf_i ·
@@ -60,13 +64,16 @@ func compareRanked(a, b rankedRow) int {
 	return cmp.Or(cmp.Compare(b.matched, a.matched), cmp.Compare(a.score, b.score), cmp.Compare(b.seq, a.seq))
 }
 
-// rankQuery is one words query's ranking statement parts: the FTS5 phrases, the join and
-// filter of SearchOptions and the filter's arguments.
+// rankQuery is one words query's ranking statement parts: the words and their FTS5 phrases,
+// the join and filter of SearchOptions and the filter's arguments.
 type rankQuery struct {
-	phrases []string
-	join    string
-	filter  string
-	fargs   []any
+	words     []string
+	phrases   []string
+	join      string
+	filter    string
+	fargs     []any
+	roles     []string // the roles filter holds; empty: all
+	inContext bool     // filter holds in_context, which a writer changes
 }
 
 // rankHits returns the best limit rows matching any of q's phrases, in the contract's order,
@@ -134,12 +141,28 @@ func queryRanked(ctx context.Context, db conn, stmt string, args []any, dest fun
 }
 
 // rankTiers ranks as rankAll does, from the statements described above; ok is false (and
-// nothing was ranked) for one word, more than 63 words, or when two words each match more
-// than maxRows rows under the filters.
+// nothing was ranked) for more than 63 words, when two words each match more than maxRows
+// rows under the filters, and for one word unless it is ranked from its postings (it has
+// them, or it matches more than maxRows rows and they can be built).
 func rankTiers(ctx context.Context, db conn, q rankQuery, limit, maxRows int) (_ []rankedRow, ok bool, err error) {
 	n := len(q.phrases)
-	if n < 2 || n > 63 {
+	if n > 63 {
 		return nil, false, nil
+	}
+	if n == 1 { // the rows with the word alone are all of them
+		if !db.sr.hasPostings(q.phrases[0]) {
+			seqs, err := matchSeqs(ctx, db, q, q.phrases[0], maxRows+1)
+			if err != nil || len(seqs) <= maxRows {
+				return nil, false, err
+			}
+		}
+		return rankAlone(ctx, db, q, 0, nil, math.MaxInt64, limit)
+	}
+	// The highest seq before the rows are read: the rows with the common word alone are taken
+	// from its postings up to it, where every row holding another word is in the lists below.
+	var top sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT max(id) FROM messages_fts_docsize").Scan(&top); err != nil {
+		return nil, false, fmt.Errorf("rank matches: %w", err)
 	}
 	// Each word's rows, up to maxRows+1: a longer list marks the one common word.
 	sets := make([]map[int64]bool, n)
@@ -208,9 +231,16 @@ func rankTiers(ctx context.Context, db conn, q rankQuery, limit, maxRows int) (_
 			wide++
 		}
 	}
+	// Without an in_context filter, words holds every row's words exactly (a row's words and
+	// role never change): a set without L need not leave L's rows out by content, which would
+	// count L's rows for its IDF; its rows with L are left out below.
+	var omit uint64
+	if !q.inContext {
+		omit = 1 << common
+	}
 	out := make([]rankedRow, 0, len(words)+limit)
 	for _, m := range slices.Sorted(maps.Keys(masks)) {
-		got, err := scoreSet(ctx, db, q, m, -1)
+		got, err := scoreSet(ctx, db, q, m, omit, -1)
 		if err != nil {
 			return nil, false, err
 		}
@@ -221,7 +251,10 @@ func rankTiers(ctx context.Context, db conn, q rankQuery, limit, maxRows int) (_
 		}
 	}
 	if k := limit - wide; big >= 0 && k > 0 {
-		got, err := scoreSet(ctx, db, q, 1<<common, k)
+		got, ok, err := rankAlone(ctx, db, q, common, words, top.Int64, k)
+		if err == nil && !ok {
+			got, err = scoreSet(ctx, db, q, 1<<common, 0, k)
+		}
 		if err != nil {
 			return nil, false, err
 		}
@@ -265,20 +298,10 @@ func matchSeqs(ctx context.Context, db conn, q rankQuery, expr string, limit int
 
 // scoreSet returns the rows holding exactly the words of mask (bit i: q.phrases[i]) under
 // q's filters, with their bm25 as the any-word expression scores them; the best limit of them
-// when limit is positive, else all.
-func scoreSet(ctx context.Context, db conn, q rankQuery, mask uint64, limit int) ([]rankedRow, error) {
-	var have, lack []string
-	for i, p := range q.phrases {
-		if mask&(1<<i) != 0 {
-			have = append(have, p)
-		} else {
-			lack = append(lack, p)
-		}
-	}
-	expr := "(" + strings.Join(have, " AND ") + ")"
-	if len(lack) > 0 {
-		expr += " NOT (" + strings.Join(lack, " OR ") + ")"
-	}
+// when limit is positive, else all. The words of omit are not left out: rows holding them
+// are returned too, with the score of mask's words alone.
+func scoreSet(ctx context.Context, db conn, q rankQuery, mask, omit uint64, limit int) ([]rankedRow, error) {
+	expr, have := maskExpr(q, mask, omit)
 	args := append([]any{expr}, q.fargs...)
 	stmt := "SELECT messages_fts.rowid, bm25(messages_fts) FROM messages_fts" + q.join + " WHERE messages_fts MATCH ?" + q.filter
 	if limit > 0 {
@@ -286,7 +309,27 @@ func scoreSet(ctx context.Context, db conn, q rankQuery, mask uint64, limit int)
 		args = append(args, limit)
 	}
 	return queryRanked(ctx, db, stmt, args, func(r *rankedRow) []any {
-		r.matched = len(have)
+		r.matched = have
 		return []any{&r.seq, &r.score}
 	})
+}
+
+// maskExpr is the FTS5 expression matching exactly the rows that hold the words of mask (bit
+// i: q.phrases[i]) and no other word of q but those of omit, (p1 AND p2 …) NOT (q1 OR q2 …),
+// and how many words mask holds.
+func maskExpr(q rankQuery, mask, omit uint64) (string, int) {
+	var have, lack []string
+	for i, p := range q.phrases {
+		switch {
+		case mask&(1<<i) != 0:
+			have = append(have, p)
+		case omit&(1<<i) == 0:
+			lack = append(lack, p)
+		}
+	}
+	expr := "(" + strings.Join(have, " AND ") + ")"
+	if len(lack) > 0 {
+		expr += " NOT (" + strings.Join(lack, " OR ") + ")"
+	}
+	return expr, len(have)
 }

@@ -71,12 +71,7 @@ func TestRankTiersMatchesRankAll(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 30 {
-				var ws []string
-				for _, i := range rng.Perm(len(words))[:2+rng.IntN(3)] {
-					ws = append(ws, words[i])
-				}
-				o := filters[rng.IntN(len(filters))]
-				q := newRankQuery(o, queryWords(strings.Join(ws, " ")))
+				ws, o, q := drawRankQuery(rng, words, 2, 3, filters)
 				for _, limit := range []int{1, 3, 8, 1000} {
 					want, err := rankAll(ctx, c, q, limit)
 					if err != nil {
@@ -109,6 +104,17 @@ func TestRankTiersMatchesRankAll(t *testing.T) {
 	if tiered < ran/3 || threeTerms == 0 {
 		t.Fatalf("rankTiers ran %d of %d cases, %d with a three-word hit: the generator no longer exercises it", tiered, ran, threeTerms)
 	}
+}
+
+// drawRankQuery draws least to least+more-1 distinct words of words and one of filters, and
+// returns them with their rankQuery.
+func drawRankQuery(rng *rand.Rand, words []string, least, more int, filters []SearchOptions) ([]string, SearchOptions, rankQuery) {
+	var ws []string
+	for _, i := range rng.Perm(len(words))[:least+rng.IntN(more)] {
+		ws = append(ws, words[i])
+	}
+	o := filters[rng.IntN(len(filters))]
+	return ws, o, newRankQuery(o, queryWords(strings.Join(ws, " ")))
 }
 
 // diffRanked describes the first difference of got from want, bm25 compared bit for bit.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -61,10 +62,9 @@ type heldBody struct {
 	budget *semaphore.Weighted
 	weight int64
 
-	mu      sync.Mutex
-	open    func() io.Reader // a fresh reader over the bytes to send; nil once dropped
-	current *dropReader      // the reader the request's Body reads now
-	held    bool             // the share is taken and not yet given back
+	mu   sync.Mutex
+	open func() io.Reader // a fresh reader over the bytes to send; nil once dropped
+	held bool             // the share is taken and not yet given back
 }
 
 // errBodyDropped is GetBody's error once the upstream has answered: no replay is possible then.
@@ -88,15 +88,19 @@ func (p *Proxy) holdBody(ctx context.Context, r *http.Request) (*heldBody, error
 func (h *heldBody) set(r *http.Request, n int, open func() io.Reader, encoding string) {
 	h.mu.Lock()
 	h.open = open
-	h.current = &dropReader{r: open()}
-	r.Body = h.current
 	h.mu.Unlock()
+	r.Body = &dropReader{r: open()}
 	r.ContentLength = int64(n)
 	r.GetBody = h.replay
 	r.Header.Set("Content-Length", strconv.Itoa(n))
 	if encoding == "" {
 		r.Header.Del("Content-Encoding")
 	}
+}
+
+// setBytes is set for bytes held in one slice, b.
+func (h *heldBody) setBytes(r *http.Request, b []byte, encoding string) {
+	h.set(r, len(b), func() io.Reader { return bytes.NewReader(b) }, encoding)
 }
 
 // replay is the request's GetBody: a fresh reader over the same bytes, until drop.
@@ -106,8 +110,7 @@ func (h *heldBody) replay() (io.ReadCloser, error) {
 	if h.open == nil {
 		return nil, errBodyDropped
 	}
-	h.current = &dropReader{r: h.open()}
-	return h.current, nil
+	return &dropReader{r: h.open()}, nil
 }
 
 // drop lets go of the bytes and gives the share back; the reader in use lets go of them

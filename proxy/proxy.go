@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -280,7 +279,7 @@ func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel co
 	res := p.rewriteSafely(tg, rt.agent, out.Header, raw, dry)
 	<-p.work
 	if res == nil {
-		held.set(out, len(raw), func() io.Reader { return bytes.NewReader(raw) }, out.Header.Get("Content-Encoding"))
+		held.setBytes(out, raw, out.Header.Get("Content-Encoding"))
 		p.rp.ServeHTTP(w, out.WithContext(ctx))
 		return
 	}
@@ -289,8 +288,7 @@ func (p *Proxy) serveRewrite(w http.ResponseWriter, out *http.Request, cancel co
 		// accepts them: send the rewritten body the same way. Other bodies go out as
 		// identity, which every upstream accepts.
 		body := res.body()
-		z := zstdEncoder.EncodeAll(body, make([]byte, 0, len(body)/4))
-		held.set(out, len(z), func() io.Reader { return bytes.NewReader(z) }, "zstd")
+		held.setBytes(out, zstdEncoder.EncodeAll(body, make([]byte, 0, len(body)/4)), "zstd")
 	} else {
 		held.set(out, res.out.len(), res.out.reader, "")
 	}

@@ -194,11 +194,8 @@ func postingCounts(ctx context.Context, db conn, q rankQuery, maxRows int) (tota
 	if !ok || q.inContext {
 		return 0, 0, false, nil
 	}
-	if !db.sr.hasPostings(q.phrases[0]) {
-		seqs, err := matchSeqs(ctx, db, q, q.phrases[0], maxRows+1)
-		if err != nil || len(seqs) <= maxRows {
-			return 0, 0, false, err
-		}
+	if common, err := worthPostings(ctx, db, q, maxRows); !common || err != nil {
+		return 0, 0, false, err
 	}
 	pi := db.sr.postingIndex()
 	pi.mu.Lock()
@@ -234,6 +231,17 @@ func postingCounts(ctx context.Context, db conn, q rankQuery, maxRows int) (tota
 		}
 	}
 	return total, lines, true, nil
+}
+
+// worthPostings reports whether q's one word is ranked and counted from postings: it has them
+// already, or it matches more than maxRows rows under q's filters (fewer are cheaper to rank
+// and count by statement than to build postings for).
+func worthPostings(ctx context.Context, db conn, q rankQuery, maxRows int) (bool, error) {
+	if db.sr.hasPostings(q.phrases[0]) {
+		return true, nil
+	}
+	seqs, err := matchSeqs(ctx, db, q, q.phrases[0], maxRows+1)
+	return err == nil && len(seqs) > maxRows, err
 }
 
 // hasPostings reports whether the reader holds postings of phrase.
@@ -285,13 +293,6 @@ func (pi *postingIndex) current(ctx context.Context, db conn, phrase, token stri
 // index may be kept; when not (p alone is past the budget), the caller uses p for this search
 // and then drops the index.
 func (pi *postingIndex) account(sr *sharedReader, p *postings) bool {
-	drop := func() {
-		sr.pimu.Lock()
-		if sr.posts == pi {
-			sr.posts = nil
-		}
-		sr.pimu.Unlock()
-	}
 	for {
 		total := 4 * int64(len(pi.sizes))
 		var lru *postings
@@ -302,7 +303,7 @@ func (pi *postingIndex) account(sr *sharedReader, p *postings) bool {
 				lru, lruPhrase = q, phrase
 			}
 		}
-		if searchMem.use(&pi.mem, total, drop) {
+		if searchMem.use(&pi.mem, total, func() { pi.leave(sr) }) {
 			return true
 		}
 		if lru == nil {
@@ -315,6 +316,11 @@ func (pi *postingIndex) account(sr *sharedReader, p *postings) bool {
 // drop takes the index from sr and out of the budget (p alone did not fit).
 func (pi *postingIndex) drop(sr *sharedReader) {
 	searchMem.forget(&pi.mem)
+	pi.leave(sr)
+}
+
+// leave takes the index from sr, unless sr holds another one by now.
+func (pi *postingIndex) leave(sr *sharedReader) {
 	sr.pimu.Lock()
 	if sr.posts == pi {
 		sr.posts = nil

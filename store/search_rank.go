@@ -150,11 +150,8 @@ func rankTiers(ctx context.Context, db conn, q rankQuery, limit, maxRows int) (_
 		return nil, false, nil
 	}
 	if n == 1 { // the rows with the word alone are all of them
-		if !db.sr.hasPostings(q.phrases[0]) {
-			seqs, err := matchSeqs(ctx, db, q, q.phrases[0], maxRows+1)
-			if err != nil || len(seqs) <= maxRows {
-				return nil, false, err
-			}
+		if common, err := worthPostings(ctx, db, q, maxRows); !common || err != nil {
+			return nil, false, err
 		}
 		return rankAlone(ctx, db, q, 0, nil, math.MaxInt64, limit)
 	}

@@ -40,6 +40,7 @@ type DB struct {
 	queue   *writeQueue  // writes queued by SyncRowsLater and AddEventLater (queue.go)
 	used    atomic.Int64 // unix nanoseconds of the last call, for parking the least recent
 	commits atomic.Int64 // transactions committed by SyncRows, AddEvent and the queue's batches (tests)
+	ckpt    checkpointer // background WAL checkpoints (db_checkpoint.go)
 	// broken: a write found the file corrupt or not a database (noteBroken); Root.Session
 	// moves it aside. brokenErr is that write's error.
 	broken    atomic.Bool
@@ -171,6 +172,11 @@ func (d *DB) connect() (err error) {
 	if mode != "wal" {
 		return fmt.Errorf("open session db %s: journal mode is %q, not wal", path, mode)
 	}
+	// The WAL is checkpointed in the background (db_checkpoint.go); the writer's own
+	// checkpoint is the safety net.
+	if _, err := d.conn.ExecContext(ctx, fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", walSafetyPages)); err != nil {
+		return fmt.Errorf("open session db %s: %w", path, err)
+	}
 	if err := migrate(ctx, d.conn); err != nil {
 		return fmt.Errorf("open session db %s: %w", path, err)
 	}
@@ -292,6 +298,9 @@ func (d *DB) close() error {
 // disconnect closes the statements and the connection and drops the index (d.mu held). A
 // parked or closed DB has conn == nil.
 func (d *DB) disconnect() error {
+	// A background checkpoint ends first, so that the writer's connection is the last one
+	// and its close removes the WAL, as before (it does not take d.mu).
+	d.ckpt.wg.Wait()
 	var errs []error
 	stmts := []*sql.Stmt{d.stDataVersion, d.stMaxSeq, d.stTrim, d.stRestore, d.stInsertEvent, d.stTrimRange, d.stRestoreRange}
 	for _, m := range []map[int]*sql.Stmt{d.stInsertMsgs, d.stInsertLines} {

@@ -131,7 +131,7 @@ func (d *DB) SyncRows(rows []RowWrite, now time.Time) (res SyncResult, err error
 		_, _ = d.conn.ExecContext(ctx, "ROLLBACK")
 		return SyncResult{}, fmt.Errorf("sync rows: commit: %w", err)
 	}
-	d.commits.Add(1)
+	d.noteCommit()
 	for fp, st := range changed {
 		d.index[fp] = st
 	}
@@ -237,7 +237,7 @@ func (d *DB) trySyncBatch(batch []queuedJob, res []SyncResult, errs []error) boo
 		return fail()
 	}
 	if wrote {
-		d.commits.Add(1)
+		d.noteCommit()
 	}
 	for i, j := range batch {
 		if j.sync != nil {

@@ -46,7 +46,7 @@ func (d *DB) AddEvent(e Event) (err error) {
 	if err := d.insertEvent(context.Background(), e, at); err != nil {
 		return err
 	}
-	d.commits.Add(1)
+	d.noteCommit()
 	return nil
 }
 

@@ -101,4 +101,3 @@ func TestCheckpointNeverCreatesTheFile(t *testing.T) {
 		t.Fatalf("the checkpoint left %s behind (stat: %v)", d.Path(), err)
 	}
 }
-

@@ -60,7 +60,7 @@ func (d *DB) checkpoint() {
 	defer c.wg.Done()
 	defer c.running.Store(false)
 	err := func() error {
-		db, err := sql.Open("sqlite3", sqliteURI(d.path, "mode=rw&_busy_timeout=1000"))
+		db, err := sql.Open("sqlite3", sqliteURI(d.path, "mode=rw&_busy_timeout=1000&_cache_size=-64"))
 		if err != nil {
 			return err
 		}

@@ -139,6 +139,39 @@ func benchWarm(b *testing.B, tg target, session func(n int) (*fakeupstream.Convo
 	}
 }
 
+// BenchmarkRewriteWarmAlone: the rewrite of a warm request with the store out of the way:
+// one session of about 300 KB (the 120k-token order) or 3 MB (1M), each request one more
+// tool step, and the session's queued writes settled between requests, untimed, so that
+// neither their commits nor their CPU on the other core are in the time: ns/op is the
+// rewrite alone, the part of serve's added latency that is not the store
+// (docs/decisions.md: what a warm request costs).
+func BenchmarkRewriteWarmAlone(b *testing.B) {
+	for _, kb := range []int{300, 3000} {
+		b.Run(fmt.Sprintf("%dKB", kb), func(b *testing.B) {
+			p := benchProxy(b, 10_000_000)
+			c := newBenchConvo()
+			for len(c.Body()) < kb*1024 {
+				for range 20 {
+					c.Add()
+				}
+			}
+			h := benchHeader("bench-alone")
+			startBenchSession(b, p, anthropicBench, h, c.Body(), false)
+			p.root.SettleAll()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				p.root.SettleAll()
+				c.Add()
+				body := c.Body()
+				b.StartTimer()
+				benchRewrite(b, p, anthropicBench, h, body)
+			}
+		})
+	}
+}
+
 // BenchmarkRequestPathNewCut: the request that crosses the threshold and makes a new cut,
 // on a session warmed with the same history minus one step (its rows committed first), at
 // about 120k and 400k tokens (body bytes / 3, the sizes of the bench's overhead run). ns/op

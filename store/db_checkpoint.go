@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,18 +50,39 @@ func (d *DB) noteCommit() {
 	}
 	c.since = 0
 	c.wg.Add(1)
-	go d.checkpoint()
+	go d.checkpoint(d.fi, d.walFi)
+}
+
+// errCheckpointStale: the database or its -wal at the path is no longer the writer's.
+var errCheckpointStale = errors.New("checkpoint: the files at the path are not the writer's")
+
+// sameFileAt reports whether path is now the file fi (false when fi is nil or path is gone).
+func sameFileAt(path string, fi os.FileInfo) bool {
+	if fi == nil {
+		return false
+	}
+	now, err := os.Stat(path)
+	return err == nil && os.SameFile(now, fi)
 }
 
 // checkpoint runs PASSIVE on a connection of its own (mode=rw: it never creates the file,
-// should the database be gone by then) and closes it. A failure changes nothing: the WAL
-// keeps its frames for the next one, and the writer's own checkpoint at walSafetyPages
-// still bounds it.
-func (d *DB) checkpoint() {
+// should the database be gone by then) and closes it. It opens the files by path, so it
+// checkpoints only when the .db and -wal there are still the writer's (fi, walFi): a
+// database deleted or replaced under a connected writer (Root.Session's reopen check,
+// closeStale) would otherwise get the writer's WAL copied into whatever file is at the path
+// now. The check runs before the open (so nothing is created beside a file that is not the
+// writer's) and again once a read has bound the connection to its files. A failure changes
+// nothing: the WAL keeps its frames for the next one, and the writer's own checkpoint at
+// walSafetyPages still bounds it.
+func (d *DB) checkpoint(fi, walFi os.FileInfo) {
 	c := &d.ckpt
 	defer c.wg.Done()
 	defer c.running.Store(false)
 	err := func() error {
+		mine := func() bool { return sameFileAt(d.path, fi) && sameFileAt(d.path+"-wal", walFi) }
+		if !mine() {
+			return errCheckpointStale
+		}
 		db, err := sql.Open("sqlite3", sqliteURI(d.path, "mode=rw&_busy_timeout=1000&_cache_size=-64"))
 		if err != nil {
 			return err
@@ -67,8 +90,21 @@ func (d *DB) checkpoint() {
 		defer db.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		// A read opens the -wal and -shm: from here on the connection's files are fixed.
+		var v int
+		if err := conn.QueryRowContext(ctx, "PRAGMA schema_version").Scan(&v); err != nil {
+			return err
+		}
+		if !mine() {
+			return errCheckpointStale
+		}
 		var busy, log, copied int
-		return db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &copied)
+		return conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &copied)
 	}()
 	if err != nil {
 		c.failed.Add(1)

@@ -39,7 +39,7 @@ type DB struct {
 	writers *writerSet   // the Root's connected writers; nil counts none
 	queue   *writeQueue  // writes queued by SyncRowsLater and AddEventLater (queue.go)
 	used    atomic.Int64 // unix nanoseconds of the last call, for parking the least recent
-	commits atomic.Int64 // transactions committed by SyncRows, AddEvent and the queue's batches (tests)
+	commits atomic.Int64 // transactions committed by SyncRows, AddEvent, PutVectors and the queue's batches (tests)
 	ckpt    checkpointer // background WAL checkpoints (db_checkpoint.go)
 	// broken: a write found the file corrupt or not a database (noteBroken); Root.Session
 	// moves it aside. brokenErr is that write's error.

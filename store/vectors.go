@@ -71,6 +71,7 @@ func (d *DB) PutVectors(model string, vecs map[int64][]float32) error {
 		_, _ = d.conn.ExecContext(ctx, "ROLLBACK")
 		return fmt.Errorf("put vectors: %w", err)
 	}
+	d.noteCommit() // an embedding backfill's pages count for the background checkpoint too
 	return nil
 }
 

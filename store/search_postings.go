@@ -14,8 +14,10 @@ import (
 // that the rows holding the word alone are ranked without FTS5 scoring each of them. At 1M
 // rows a word in 84,000 of them made that one statement about 100 ms: FTS5's bm25 reads each
 // row's size from its docsize table. The numbers are FTS5's own, read once: the sizes from
-// messages_fts_docsize (for all rows, in one pass), a word's rows and instances from an
-// fts5vocab table of messages_fts (a temp table of a connection of its own), the table's rows
+// messages_fts_docsize (for all rows, in one pass), a word's rows and instances from FTS5's
+// doclist of its term, the leaf pages decoded here (search_postings_doclist.go; checked against
+// an fts5vocab table's counts, and read from that table when the pages are not ones the reader
+// knows), its lines counted when a count first needs them, the table's rows
 // and tokens from its averages record in messages_fts_data. The database is only read; the
 // contract's schema is untouched.
 //
@@ -50,23 +52,25 @@ type postingIndex struct {
 	tick   uint64          // LRU clock of words
 	mem    memEntry        // its place in the search memory budget (search_memory.go)
 	// What it did, for the tests and benchmarks: words built, rows added to them since, and
-	// rankings and counts it answered.
-	built, added, ranked, counted int
+	// rankings and counts it answered, and words read from an fts5vocab table (the doclist
+	// reader did not know the segments).
+	built, added, ranked, counted, vocab int
 }
 
 // postings is one word's rows, in seq order.
 type postings struct {
-	state   tableState        // the table when last read: every row up to state.top holding the word is here
-	seqs    []int64           // ascending
-	tf      []uint32          // per row: the word's instances
-	roles   []uint8           // per row: its role, an index into postingIndex.roles; nil until a search filters by role
-	weights []float64         // per row: bm25Weight under weighed
-	weighed tableState        // what weights were computed for; zero: none yet
-	exact   map[int64]float64 // FTS5's bm25 of rows, as the table is at state
-	lines   int64             // lines holding the word, every one up to lineTop
-	lineTop int64
-	byRole  map[string]int64 // lines holding the word by role; nil until a count filters by role
-	used    uint64           // the index's tick at its last use
+	state     tableState        // the table when last read: every row up to state.top holding the word is here
+	seqs      []int64           // ascending
+	tf        []uint32          // per row: the word's instances
+	roles     []uint8           // per row: its role, an index into postingIndex.roles; nil until a search filters by role
+	weights   []float64         // per row: bm25Weight under weighed
+	weighed   tableState        // what weights were computed for; zero: none yet
+	exact     map[int64]float64 // FTS5's bm25 of rows, as the table is at state
+	lines     int64             // lines holding the word, every one up to lineTop, once linesRead
+	lineTop   int64
+	linesRead bool
+	byRole    map[string]int64 // lines holding the word by role; nil until a count filters by role
+	used      uint64           // the index's tick at its last use
 }
 
 // postingRowBytes is what a word's row takes: seq, tf and weight (and its role, when read).
@@ -201,6 +205,9 @@ func postingCounts(ctx context.Context, db conn, q rankQuery, maxRows int) (tota
 	pi.mu.Lock()
 	defer pi.mu.Unlock()
 	p, err := pi.current(ctx, db, q.phrases[0], token)
+	if err == nil {
+		err = p.readAllLines(ctx, db, q.phrases[0])
+	}
 	if err == nil && len(q.roles) > 0 {
 		if err = pi.readRoles(ctx, db, p, q.phrases[0]); err == nil {
 			err = p.readLineRoles(ctx, db, q.phrases[0])

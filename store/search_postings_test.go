@@ -118,6 +118,9 @@ func TestPostingsMatchRankAll(t *testing.T) {
 				t.Fatalf("%d of %d rankings and %d counts from postings, %d words built, %d rows added later: the test no longer exercises them",
 					alone, compared, counted, kept.built, kept.added)
 			}
+			if kept.vocab != 0 {
+				t.Errorf("%d of %d words read from fts5vocab: the doclist reader refused the contract's segments", kept.vocab, kept.built)
+			}
 			if postingStats(c.sr).words != nil {
 				t.Error("postings kept under a budget they do not fit")
 			}
@@ -135,7 +138,7 @@ func postingStats(sr *sharedReader) postingIndex {
 	}
 	pi.mu.Lock()
 	defer pi.mu.Unlock()
-	return postingIndex{sizes: pi.sizes, words: pi.words, built: pi.built, added: pi.added, ranked: pi.ranked, counted: pi.counted}
+	return postingIndex{sizes: pi.sizes, words: pi.words, built: pi.built, added: pi.added, vocab: pi.vocab, ranked: pi.ranked, counted: pi.counted}
 }
 
 // countRows runs a count statement on c.

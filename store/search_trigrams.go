@@ -35,9 +35,9 @@ type gramIndex struct {
 	bytes   int64       // what the filters and texts take, about
 	mem     memEntry    // its place in the search memory budget (search_memory.go)
 	freq    [256]uint64 // how often each byte occurs in the rows' texts
-	offs    []uint32    // per row: its filter's first word in words
+	offs    []uint32    // per row: its filter's chunk in words (high 16 bits) and first word there
 	logBits []uint8     // per row: log2 of its filter's size in bits (≥ 6)
-	words   []uint64    // the filters, back to back
+	words   [][]uint64  // the filters, back to back in chunks of gramChunkWords (a larger one alone)
 	seen    []uint64    // scratch during refresh: one bit per trigram value (2²⁴), cleared after each row
 	distinc []uint32    // scratch: the row's distinct trigrams
 }
@@ -141,9 +141,20 @@ func (gi *gramIndex) add(seq int64, role, text string) {
 		}
 	}
 	logBits := uint8(max(6, bits.Len(uint(max(8*len(gi.distinc), 1)-1))))
-	off := len(gi.words)
-	gi.words = append(gi.words, make([]uint64, 1<<(logBits-6))...)
-	f := gi.words[off:]
+	n := 1 << (logBits - 6)
+	if len(gi.words) == 0 || len(gi.words[len(gi.words)-1])+n > cap(gi.words[len(gi.words)-1]) {
+		// Chunks double up to gramChunkWords, so a small session's filters take little more
+		// than they hold.
+		size := 64
+		if k := len(gi.words); k > 0 {
+			size = min(2*cap(gi.words[k-1]), gramChunkWords)
+		}
+		gi.words = append(gi.words, make([]uint64, 0, max(n, size)))
+	}
+	chunk := &gi.words[len(gi.words)-1]
+	off := uint32(len(gi.words)-1)<<16 | uint32(len(*chunk))
+	*chunk = (*chunk)[:len(*chunk)+n]
+	f := (*chunk)[len(*chunk)-n:]
 	for _, g := range gi.distinc {
 		gi.seen[g/64] = 0
 		b := gramBit(g, logBits)
@@ -155,11 +166,17 @@ func (gi *gramIndex) add(seq int64, role, text string) {
 		gi.texts = append(gi.texts, text)
 		gi.bytes += int64(len(text))
 	}
-	gi.bytes += int64(8<<(logBits-6)) + gramRowBytes
-	gi.offs = append(gi.offs, uint32(off))
+	gi.bytes += int64(8*n) + gramRowBytes
+	gi.offs = append(gi.offs, off)
 	gi.logBits = append(gi.logBits, logBits)
 	gi.lastSeq = seq
 }
+
+// gramChunkWords is the largest chunk of filters: filters are appended to chunks that are
+// never grown, so indexing 1M rows (about 150 MB of filters) copies none of them, as one
+// growing slice did (half of the index's build time at 1M rows, in memmove). Offsets within
+// a chunk take 16 bits; a filter larger than a chunk has one of its own.
+const gramChunkWords = 1 << 16
 
 // gramRowBytes is what a row takes in a gramIndex besides its filter and text: seq, offset,
 // log, and the role's and text's string headers.
@@ -168,7 +185,8 @@ const gramRowBytes = 8 + 4 + 1 + 16 + 16
 // holds reports whether row i's filter holds every trigram of grams.
 func (gi *gramIndex) holds(i int, grams []uint32) bool {
 	lb := gi.logBits[i]
-	f := gi.words[gi.offs[i]:]
+	off := gi.offs[i]
+	f := gi.words[off>>16][off&0xffff:]
 	for _, g := range grams {
 		if b := gramBit(g, lb); f[b/64]&(1<<(b%64)) == 0 {
 			return false

@@ -268,3 +268,53 @@ func TestLineCounterIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestGramIndexChunks: each row's filter, stored in the index's chunks (small rows, many
+// chunks, and one row whose filter is larger than a chunk), is the filter of its own text:
+// every bit of every distinct trigram set and no other, none of them sharing words.
+func TestGramIndexChunks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(18, 5))
+	text := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(' ' + rng.IntN(95))
+		}
+		return string(b)
+	}
+	var texts []string
+	for i := range 3000 {
+		n := 1 + rng.IntN(400)
+		if i == 1500 {
+			n = 1 << 21 // about 800,000 distinct trigrams: a filter of 2^23 bits, 128 Ki words
+		}
+		texts = append(texts, text(n))
+	}
+	gi := &gramIndex{}
+	for i, s := range texts {
+		gi.add(int64(i+1), "user", s)
+	}
+	if len(gi.words) < 10 {
+		t.Fatalf("%d chunks: the test no longer exercises several", len(gi.words))
+	}
+	big := false
+	for i, s := range texts {
+		lb := gi.logBits[i]
+		want := make([]uint64, 1<<(lb-6))
+		for j := 0; j+2 < len(s); j++ {
+			b := gramBit(trigram(s[j], s[j+1], s[j+2]), lb)
+			want[b/64] |= 1 << (b % 64)
+		}
+		off := gi.offs[i]
+		chunk := gi.words[off>>16]
+		if int(off&0xffff)+len(want) > len(chunk) {
+			t.Fatalf("row %d: filter of %d words at %d past its chunk of %d", i, len(want), off&0xffff, len(chunk))
+		}
+		if got := chunk[off&0xffff : int(off&0xffff)+len(want)]; !slices.Equal(got, want) {
+			t.Fatalf("row %d: its filter is not its text's", i)
+		}
+		big = big || len(want) > gramChunkWords
+	}
+	if !big {
+		t.Fatal("no filter larger than a chunk: the test no longer exercises one")
+	}
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"math/bits"
 	"regexp"
@@ -88,6 +89,10 @@ const refreshEvery = 256
 // refresh indexes the rows stored since the last refresh, until the deadline; complete is
 // false when it stopped there.
 func (gi *gramIndex) refresh(ctx context.Context, db conn, until time.Time) (complete bool, err error) {
+	var top sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT max(seq) FROM messages").Scan(&top); err != nil {
+		return false, fmt.Errorf("index trigrams: %w", err)
+	}
 	rows, err := db.QueryContext(ctx, "SELECT seq, role, text FROM messages WHERE seq > ? ORDER BY seq", gi.lastSeq)
 	if err != nil {
 		return false, fmt.Errorf("index trigrams: %w", err)
@@ -104,8 +109,11 @@ func (gi *gramIndex) refresh(ctx context.Context, db conn, until time.Time) (com
 		if n%refreshEvery != 0 {
 			continue
 		}
-		if !gi.noTexts && gi.bytes > searchMem.budget() {
-			gi.dropTexts() // now rather than after reading the rest
+		// The texts go as soon as the index, at the size its rows so far make for the session's
+		// rows (seqs are 1, 2, …), would be past the budget: kept until then, they would push the
+		// other caches out (a session's postings among them) to be let go anyway.
+		if !gi.noTexts && gi.bytes > searchMem.budget()/max(top.Int64, 1)*gi.lastSeq {
+			gi.dropTexts()
 		}
 		if time.Now().After(until) {
 			return false, nil

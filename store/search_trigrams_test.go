@@ -318,3 +318,56 @@ func TestGramIndexChunks(t *testing.T) {
 		t.Fatal("no filter larger than a chunk: the test no longer exercises one")
 	}
 }
+
+// TestGramIndexDropsTextsEarly: an index whose rows so far, at that size per row, would be
+// past the search memory budget for the session's rows lets the texts go at once, before it
+// is past the budget itself (when they would have pushed the other caches out first); one
+// that fits keeps them.
+func TestGramIndexDropsTextsEarly(t *testing.T) {
+	ctx := context.Background()
+	r := newRoot(t)
+	d := mustSession(t, r, "s")
+	var trs []testRow
+	for i := range 8 * refreshEvery {
+		trs = append(trs, testRow{thread: "a", role: "user", text: fmt.Sprintf("row %d %s", i, strings.Repeat("text ", 40))})
+	}
+	syncTestRows(t, d, trs)
+	for _, c := range []struct {
+		name   string
+		budget func(full int64) int64
+		texts  bool
+	}{
+		{"fits", func(full int64) int64 { return 2 * full }, true},
+		{"half", func(full int64) int64 { return full / 2 }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			full := &gramIndex{}
+			for i, tr := range trs {
+				full.add(int64(i+1), tr.role, tr.text)
+			}
+			defer searchMem.setLimit(searchMem.setLimit(c.budget(full.bytes)))
+			rd := mustReader(t, r, "s")
+			defer rd.Close()
+			conn, err := rd.conn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.sr.gimu.Lock()
+			conn.sr.grams = nil
+			conn.sr.gimu.Unlock()
+			// Stopped by its deadline after the first block of rows: an eighth of the index.
+			gi, complete, err := conn.sr.gramIndex(ctx, conn, time.Now().Add(-time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			texts, bytes := !gi.noTexts, gi.bytes
+			gi.mu.Unlock()
+			if complete || bytes > full.bytes/4 {
+				t.Fatalf("complete %v with %d of %d bytes: the refresh did not stop after a block", complete, bytes, full.bytes)
+			}
+			if texts != c.texts {
+				t.Fatalf("texts kept %v after an eighth of the rows, want %v", texts, c.texts)
+			}
+		})
+	}
+}

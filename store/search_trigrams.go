@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/bits"
 	"regexp"
@@ -45,20 +46,23 @@ type gramIndex struct {
 
 // gramIndex returns the reader's trigram index, refreshed, and whether it covers every row:
 // a refresh stops at until (the first search of a large session reads every row's text), and
-// the next one goes on from there. The caller holds the index's mu.
+// the next one goes on from there. The caller holds the index's mu. It returns nil when the
+// session's filters alone are past the search memory budget: the caller scans the rows, and
+// later searches do not index them again while the budget is that one (rows are never
+// deleted, so the session's filters only grow).
 func (sr *sharedReader) gramIndex(ctx context.Context, db conn, until time.Time) (*gramIndex, bool, error) {
+	budget := searchMem.budget()
 	sr.gimu.Lock()
+	if sr.gramsTooBig != 0 && sr.gramsTooBig >= budget {
+		sr.gimu.Unlock()
+		return nil, false, nil
+	}
 	if sr.grams == nil {
 		sr.grams = &gramIndex{}
 	}
 	gi := sr.grams
 	sr.gimu.Unlock()
 	gi.mu.Lock()
-	complete, err := gi.refresh(ctx, db, until)
-	if err != nil {
-		gi.mu.Unlock()
-		return nil, false, err
-	}
 	drop := func() {
 		sr.gimu.Lock()
 		if sr.grams == gi {
@@ -66,12 +70,33 @@ func (sr *sharedReader) gramIndex(ctx context.Context, db conn, until time.Time)
 		}
 		sr.gimu.Unlock()
 	}
-	if !searchMem.use(&gi.mem, gi.bytes, drop) && !gi.noTexts {
+	complete, err := gi.refresh(ctx, db, until)
+	if err == nil && !searchMem.use(&gi.mem, gi.bytes, drop) && !gi.noTexts {
 		gi.dropTexts()
-		searchMem.use(&gi.mem, gi.bytes, drop)
+		if !searchMem.use(&gi.mem, gi.bytes, drop) {
+			err = errGramsTooBig
+		}
+	} else if err == nil && gi.noTexts && gi.mem.elem == nil {
+		err = errGramsTooBig
+	}
+	if errors.Is(err, errGramsTooBig) {
+		searchMem.forget(&gi.mem)
+		drop()
+		sr.gimu.Lock()
+		sr.gramsTooBig = budget
+		sr.gimu.Unlock()
+		gi.mu.Unlock()
+		return nil, false, nil
+	}
+	if err != nil {
+		gi.mu.Unlock()
+		return nil, false, err
 	}
 	return gi, complete, nil
 }
+
+// errGramsTooBig: the session's filters alone are past the search memory budget.
+var errGramsTooBig = errors.New("trigram filters past the search memory budget")
 
 // dropTexts lets the texts go when they alone are past the search memory budget: the index
 // keeps its filters and pattern searches read the texts from SQLite.
@@ -115,6 +140,9 @@ func (gi *gramIndex) refresh(ctx context.Context, db conn, until time.Time) (com
 		if !gi.noTexts && gi.bytes > searchMem.budget()/max(top.Int64, 1)*gi.lastSeq {
 			gi.dropTexts()
 		}
+		if gi.noTexts && gi.bytes > searchMem.budget() {
+			return false, errGramsTooBig // no use reading the rest
+		}
 		if time.Now().After(until) {
 			return false, nil
 		}
@@ -131,8 +159,14 @@ func trigram(a, b, c byte) uint32 { return uint32(a)<<16 | uint32(b)<<8 | uint32
 // gramBit is the bit of trigram g in a filter of 2^logBits bits.
 func gramBit(g uint32, logBits uint8) uint32 { return (g * 0x9e3779b1) >> (32 - logBits) }
 
-// add appends row seq's filter (about 8 bits per distinct trigram, one bit set for each),
-// role and text.
+// gramFilterBits is the fewest bits of a row's filter per distinct trigram, one bit set for
+// each (rounded up to a power of two: 4 to 8 bits, a trigram not in the row found set in its
+// filter 1 − e^(−1/4) to 1 − e^(−1/8) of the time, 22 % to 12 %). A pattern's rare trigrams
+// together leave out all but a few rows; 4 rather than 8 keeps a 1M-row session's filters
+// (about 120 MB for rows of cmd/bench's scale case, 250 MB with 8) inside the budget.
+const gramFilterBits = 4
+
+// add appends row seq's filter (gramFilterBits or more per distinct trigram), role and text.
 func (gi *gramIndex) add(seq int64, role, text string) {
 	if gi.seen == nil {
 		gi.seen = make([]uint64, 1<<24/64)
@@ -148,7 +182,7 @@ func (gi *gramIndex) add(seq int64, role, text string) {
 			gi.distinc = append(gi.distinc, g)
 		}
 	}
-	logBits := uint8(max(6, bits.Len(uint(max(8*len(gi.distinc), 1)-1))))
+	logBits := uint8(max(6, bits.Len(uint(max(gramFilterBits*len(gi.distinc), 1)-1))))
 	n := 1 << (logBits - 6)
 	if len(gi.words) == 0 || len(gi.words[len(gi.words)-1])+n > cap(gi.words[len(gi.words)-1]) {
 		// Chunks double up to gramChunkWords, so a small session's filters take little more

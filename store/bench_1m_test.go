@@ -378,3 +378,46 @@ func BenchmarkSearchMix1M(b *testing.B) {
 	b.ReportMetric(latencyMS(patterns, 0.99), "pattern-p99-ms")
 	b.ReportMetric(float64(cut)/float64(b.N), "cut")
 }
+
+// BenchmarkGramIndex1M measures the trigram index of bench1M's session (search_trigrams.go):
+// each iteration opens a fresh Root and indexes every row in one refresh, without a deadline.
+// It reports the time (index-s) and the index's size in the search memory budget (index-MB),
+// and whether it kept the texts (texts: 1) or the filters only (0).
+func BenchmarkGramIndex1M(b *testing.B) {
+	open1M(b)
+	ctx := context.Background()
+	var took []time.Duration
+	var size, texts float64
+	for b.Loop() {
+		r, err := Open(filepath.Join(bench1M.dir, "context"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		rd, err := r.OpenReader("bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := rd.conn()
+		if err != nil {
+			b.Fatal(err)
+		}
+		t := time.Now()
+		gi, complete, err := c.sr.gramIndex(ctx, c, time.Now().Add(time.Hour))
+		if err != nil || gi == nil || !complete {
+			b.Fatal(gi != nil, complete, err)
+		}
+		took = append(took, time.Since(t))
+		size, texts = float64(gi.bytes)/(1<<20), 0
+		if !gi.noTexts {
+			texts = 1
+		}
+		gi.mu.Unlock()
+		rd.Close()
+		if err := r.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(latencyMS(took, 0.5)/1000, "index-s")
+	b.ReportMetric(size, "index-MB")
+	b.ReportMetric(texts, "texts")
+}

@@ -126,18 +126,19 @@ func (gi *gramIndex) refresh(ctx context.Context, db conn, until time.Time) (com
 	defer func() { gi.seen = nil }() // 2 MB of scratch, allocated again when rows arrive
 	for n := 1; rows.Next(); n++ {
 		var seq int64
-		var role, text string
+		var role, text sql.RawBytes
 		if err := rows.Scan(&seq, &role, &text); err != nil {
 			return false, fmt.Errorf("index trigrams: %w", err)
 		}
-		gi.add(seq, role, text)
+		gi.addRaw(seq, role, text)
 		if n%refreshEvery != 0 {
 			continue
 		}
 		// The texts go as soon as the index, at the size its rows so far make for the session's
-		// rows (seqs are 1, 2, …), would be past the budget: kept until then, they would push the
-		// other caches out (a session's postings among them) to be let go anyway.
-		if !gi.noTexts && gi.bytes > searchMem.budget()/max(top.Int64, 1)*gi.lastSeq {
+		// rows (seqs are 1, 2, …), would be past gramTextShare of the budget: kept until then,
+		// they would push the other caches out (a session's postings among them) to be let go
+		// anyway.
+		if !gi.noTexts && gi.bytes > searchMem.budget()/gramTextShare/max(top.Int64, 1)*gi.lastSeq {
 			gi.dropTexts()
 		}
 		if gi.noTexts && gi.bytes > searchMem.budget() {
@@ -150,8 +151,18 @@ func (gi *gramIndex) refresh(ctx context.Context, db conn, until time.Time) (com
 	if err := rows.Err(); err != nil {
 		return false, fmt.Errorf("index trigrams: %w", err)
 	}
+	if !gi.noTexts && gi.bytes > searchMem.budget()/gramTextShare {
+		gi.dropTexts()
+	}
 	return true, nil
 }
+
+// gramTextShare: an index keeps the row texts only while it takes at most 1/gramTextShare of
+// the search memory budget, leaving the rest to the other caches (the same session's word
+// postings among them: at 1M rows the texts took the index to 232 MB of 256, and the postings
+// were pushed out by it and rebuilt, each word, by the next words searches). Without them a
+// pattern reads the rows its filters leave from SQLite.
+const gramTextShare = 2
 
 // trigram is the 24-bit value of three bytes.
 func trigram(a, b, c byte) uint32 { return uint32(a)<<16 | uint32(b)<<8 | uint32(c) }
@@ -168,6 +179,36 @@ const gramFilterBits = 4
 
 // add appends row seq's filter (gramFilterBits or more per distinct trigram), role and text.
 func (gi *gramIndex) add(seq int64, role, text string) {
+	addFilter(gi, text)
+	gi.addRow(seq, internRole(role), text)
+}
+
+// addRaw is add for a row scanned as bytes the scan reuses: its text is copied only while the
+// index keeps texts (a 1M-row session's, let go early, would be as many strings to allocate).
+func (gi *gramIndex) addRaw(seq int64, role, text []byte) {
+	addFilter(gi, text)
+	var s string
+	if !gi.noTexts {
+		s = string(text)
+	}
+	gi.addRow(seq, internRoleBytes(role), s)
+}
+
+// internRoleBytes is internRole of a role read as bytes.
+func internRoleBytes(r []byte) string {
+	switch string(r) {
+	case "user":
+		return "user"
+	case "assistant":
+		return "assistant"
+	case "tool":
+		return "tool"
+	}
+	return string(r)
+}
+
+// addFilter appends a row's filter of text and its place, and counts text's bytes.
+func addFilter[T string | []byte](gi *gramIndex, text T) {
 	if gi.seen == nil {
 		gi.seen = make([]uint64, 1<<24/64)
 	}
@@ -202,15 +243,20 @@ func (gi *gramIndex) add(seq int64, role, text string) {
 		b := gramBit(g, logBits)
 		f[b/64] |= 1 << (b % 64)
 	}
+	gi.bytes += int64(8 * n)
+	gi.offs = append(gi.offs, off)
+	gi.logBits = append(gi.logBits, logBits)
+}
+
+// addRow appends row seq's role (interned) and, while the index keeps texts, its text.
+func (gi *gramIndex) addRow(seq int64, role, text string) {
 	gi.seqs = append(gi.seqs, seq)
-	gi.roles = append(gi.roles, internRole(role))
+	gi.roles = append(gi.roles, role)
 	if !gi.noTexts {
 		gi.texts = append(gi.texts, text)
 		gi.bytes += int64(len(text))
 	}
-	gi.bytes += int64(8*n) + gramRowBytes
-	gi.offs = append(gi.offs, off)
-	gi.logBits = append(gi.logBits, logBits)
+	gi.bytes += gramRowBytes
 	gi.lastSeq = seq
 }
 

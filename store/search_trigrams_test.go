@@ -338,9 +338,9 @@ func TestGramIndexChunks(t *testing.T) {
 }
 
 // TestGramIndexDropsTextsEarly: an index whose rows so far, at that size per row, would be
-// past the search memory budget for the session's rows lets the texts go at once, before it
-// is past the budget itself (when they would have pushed the other caches out first); one
-// that fits keeps them.
+// past half the search memory budget for the session's rows lets the texts go at once, before
+// it is that large itself (when they would have pushed the other caches out first); one that
+// fits in half keeps them.
 func TestGramIndexDropsTextsEarly(t *testing.T) {
 	ctx := context.Background()
 	r := newRoot(t)
@@ -355,8 +355,9 @@ func TestGramIndexDropsTextsEarly(t *testing.T) {
 		budget func(full int64) int64
 		texts  bool
 	}{
-		{"fits", func(full int64) int64 { return 2 * full }, true},
-		{"half", func(full int64) int64 { return full / 2 }, false},
+		{"fits", func(full int64) int64 { return 3 * full }, true},
+		{"past half the budget", func(full int64) int64 { return full * 3 / 2 }, false},
+		{"past the budget", func(full int64) int64 { return full / 2 }, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			full := &gramIndex{}

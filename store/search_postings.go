@@ -52,9 +52,9 @@ type postingIndex struct {
 	tick   uint64          // LRU clock of words
 	mem    memEntry        // its place in the search memory budget (search_memory.go)
 	// What it did, for the tests and benchmarks: words built, rows added to them since, and
-	// rankings and counts it answered, and words read from an fts5vocab table (the doclist
-	// reader did not know the segments).
-	built, added, ranked, counted, vocab int
+	// rankings and counts it answered, rankings that counted the rows with the word alone,
+	// and words read from an fts5vocab table (the doclist reader did not know the segments).
+	built, added, ranked, counted, alone, vocab int
 }
 
 // postings is one word's rows, in seq order.
@@ -134,10 +134,14 @@ func (sr *sharedReader) postingIndex() *postingIndex {
 // in_context filter the rows taken are confirmed in blocks, by their messages row or, with
 // other words, by scoreSet's own expression (a row a writer moved into context since the
 // tiers read theirs may hold another word of q).
-func rankAlone(ctx context.Context, db conn, q rankQuery, w int, seen map[int64]uint64, upTo int64, k int) (_ []rankedRow, ok bool, err error) {
+//
+// alone is how many rows up to upTo hold word w and are not keys of seen, under the roles
+// filter: the rows with w alone when seen holds every row with another word (its count
+// without an in_context filter; -1 under one).
+func rankAlone(ctx context.Context, db conn, q rankQuery, w int, seen map[int64]uint64, upTo int64, k int) (_ []rankedRow, alone int, ok bool, err error) {
 	token, ok := postingToken(q.words[w])
 	if !ok {
-		return nil, false, nil
+		return nil, 0, false, nil
 	}
 	pi := db.sr.postingIndex()
 	pi.mu.Lock()
@@ -145,16 +149,16 @@ func rankAlone(ctx context.Context, db conn, q rankQuery, w int, seen map[int64]
 	p, err := pi.current(ctx, db, q.phrases[w], token)
 	switch {
 	case errors.Is(err, errNoPostings):
-		return nil, false, nil
+		return nil, 0, false, nil
 	case err != nil:
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	var role []bool // by role index: under the roles filter; nil: every role
 	if len(q.roles) > 0 {
 		if err := pi.readRoles(ctx, db, p, q.phrases[w]); errors.Is(err, errNoPostings) {
-			return nil, false, nil
+			return nil, 0, false, nil
 		} else if err != nil {
-			return nil, false, err
+			return nil, 0, false, err
 		}
 		role = pi.roleMask(q.roles)
 	}
@@ -176,10 +180,10 @@ func rankAlone(ctx context.Context, db conn, q rankQuery, w int, seen map[int64]
 	}
 	picked, ok, err := p.pick(pi.sizes, rowFilter{role, rowConfirmer(ctx, db, q, w)}, int32(end), skip, k)
 	if !ok || err != nil {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	if ok, err := p.score(ctx, db, q.phrases[w], picked); !ok || err != nil {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	out := make([]rankedRow, len(picked))
 	for i, b := range picked {
@@ -187,7 +191,21 @@ func rankAlone(ctx context.Context, db conn, q rankQuery, w int, seen map[int64]
 	}
 	slices.SortFunc(out, compareRanked)
 	pi.ranked++
-	return out[:min(k, len(out))], true, nil
+	if q.inContext {
+		return out[:min(k, len(out))], -1, true, nil
+	}
+	pi.alone++
+	for i := range int32(end) {
+		if role == nil || role[p.roles[i]] {
+			alone++
+		}
+	}
+	for _, i := range skip {
+		if i < int32(end) && (role == nil || role[p.roles[i]]) {
+			alone--
+		}
+	}
+	return out[:min(k, len(out))], alone, true, nil
 }
 
 // postingCounts returns the counts of q, one word without an in_context filter, TotalMatches

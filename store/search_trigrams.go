@@ -174,7 +174,8 @@ func gramBit(g uint32, logBits uint8) uint32 { return (g * 0x9e3779b1) >> (32 - 
 // each (rounded up to a power of two: 4 to 8 bits, a trigram not in the row found set in its
 // filter 1 − e^(−1/4) to 1 − e^(−1/8) of the time, 22 % to 12 %). A pattern's rare trigrams
 // together leave out all but a few rows; 4 rather than 8 keeps a 1M-row session's filters
-// (about 120 MB for rows of cmd/bench's scale case, 250 MB with 8) inside the budget.
+// inside the budget: about 170 bytes a row for cmd/bench's scale rows (295 with 8: 295 MB at
+// 1M rows, past the 256 MB budget), 98 for bench1M's (151).
 const gramFilterBits = 4
 
 // add appends row seq's filter (gramFilterBits or more per distinct trigram), role and text.

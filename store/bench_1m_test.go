@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -320,4 +321,103 @@ func BenchmarkPostings1M(b *testing.B) {
 	b.ReportMetric(accounted/(1<<20), "postings-MB")
 	b.ReportMetric(heap/(1<<20), "heap-MB")
 	b.ReportMetric(rows, "rows")
+}
+
+// BenchmarkSearchMix1M is cmd/bench's scale search (searchBench) on bench1M's session: each
+// iteration opens a fresh Root (a fresh reader pool: no postings, no trigram index) and runs
+// 20 words queries ("r-<id>-1 <service>", a rare request id and a common word) alternated
+// with 20 patterns (`req=r-<id>-\d user=`), a reader opened and closed per search, first uses
+// included. It reports each kind's p50 and p99 in milliseconds and the patterns cut by the
+// budget (cut, per iteration).
+func BenchmarkSearchMix1M(b *testing.B) {
+	open1M(b)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 3))
+	var words, patterns []time.Duration
+	cut := 0
+	for b.Loop() {
+		r, err := Open(filepath.Join(bench1M.dir, "context"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range 40 {
+			row := 3*rng.IntN(bench1MRows/3) + 2 // a tool row
+			var o SearchOptions
+			if i%2 == 0 {
+				o.Query = fmt.Sprintf("r-%08x-1 %s", row, bench1MServices[rng.IntN(len(bench1MServices))])
+			} else {
+				o.Pattern = regexp.MustCompile(fmt.Sprintf(`req=r-%08x-\d user=`, row))
+			}
+			t := time.Now()
+			rd, err := r.OpenReader("bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			res, err := rd.Search(ctx, o)
+			d := time.Since(t)
+			rd.Close()
+			if err != nil || !res.TimedOut && res.TotalMatches == 0 {
+				b.Fatal(o.Query, o.Pattern, res, err)
+			}
+			if i%2 == 0 {
+				words = append(words, d)
+			} else {
+				patterns = append(patterns, d)
+				if res.TimedOut {
+					cut++
+				}
+			}
+		}
+		if err := r.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(latencyMS(words, 0.5), "words-p50-ms")
+	b.ReportMetric(latencyMS(words, 0.99), "words-p99-ms")
+	b.ReportMetric(latencyMS(patterns, 0.5), "pattern-p50-ms")
+	b.ReportMetric(latencyMS(patterns, 0.99), "pattern-p99-ms")
+	b.ReportMetric(float64(cut)/float64(b.N), "cut")
+}
+
+// BenchmarkGramIndex1M measures the trigram index of bench1M's session (search_trigrams.go):
+// each iteration opens a fresh Root and indexes every row in one refresh, without a deadline.
+// It reports the time (index-s) and the index's size in the search memory budget (index-MB),
+// and whether it kept the texts (texts: 1) or the filters only (0).
+func BenchmarkGramIndex1M(b *testing.B) {
+	open1M(b)
+	ctx := context.Background()
+	var took []time.Duration
+	var size, texts float64
+	for b.Loop() {
+		r, err := Open(filepath.Join(bench1M.dir, "context"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		rd, err := r.OpenReader("bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := rd.conn()
+		if err != nil {
+			b.Fatal(err)
+		}
+		t := time.Now()
+		gi, complete, err := c.sr.gramIndex(ctx, c, time.Now().Add(time.Hour))
+		if err != nil || gi == nil || !complete {
+			b.Fatal(gi != nil, complete, err)
+		}
+		took = append(took, time.Since(t))
+		size, texts = float64(gi.bytes)/(1<<20), 0
+		if !gi.noTexts {
+			texts = 1
+		}
+		gi.mu.Unlock()
+		rd.Close()
+		if err := r.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(latencyMS(took, 0.5)/1000, "index-s")
+	b.ReportMetric(size, "index-MB")
+	b.ReportMetric(texts, "texts")
 }

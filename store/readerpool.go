@@ -86,6 +86,9 @@ type sharedReader struct {
 
 	gimu  sync.Mutex // guards grams
 	grams *gramIndex // the pattern search's trigram filters (search_trigrams.go); nil until one runs
+	// gramsTooBig is the search memory budget under which the session's filters alone did
+	// not fit (0: none): no index is built while the budget is no larger.
+	gramsTooBig int64
 
 	pimu  sync.Mutex    // guards posts
 	posts *postingIndex // the words queries' postings of common words (search_postings.go); nil until one ranks

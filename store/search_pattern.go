@@ -117,7 +117,7 @@ func (t *patternTally) merge(parts []patternTally) {
 func scanIndexed(ctx context.Context, db conn, o SearchOptions, filter string, args []any, deadline time.Time, t *patternTally) (scanned, done bool, err error) {
 	grams := patternTrigrams(o.Pattern)
 	gi, complete, err := db.sr.gramIndex(ctx, db, time.Now().Add(o.Budget/2))
-	if err != nil {
+	if err != nil || gi == nil {
 		return false, false, err
 	}
 	defer gi.mu.Unlock()

@@ -14,8 +14,10 @@ import (
 // that the rows holding the word alone are ranked without FTS5 scoring each of them. At 1M
 // rows a word in 84,000 of them made that one statement about 100 ms: FTS5's bm25 reads each
 // row's size from its docsize table. The numbers are FTS5's own, read once: the sizes from
-// messages_fts_docsize (for all rows, in one pass), a word's rows and instances from an
-// fts5vocab table of messages_fts (a temp table of a connection of its own), the table's rows
+// messages_fts_docsize (for all rows, in one pass), a word's rows and instances from FTS5's
+// doclist of its term, the leaf pages decoded here (search_postings_doclist.go; checked against
+// an fts5vocab table's counts, and read from that table when the pages are not ones the reader
+// knows), its lines counted when a count first needs them, the table's rows
 // and tokens from its averages record in messages_fts_data. The database is only read; the
 // contract's schema is untouched.
 //
@@ -50,23 +52,25 @@ type postingIndex struct {
 	tick   uint64          // LRU clock of words
 	mem    memEntry        // its place in the search memory budget (search_memory.go)
 	// What it did, for the tests and benchmarks: words built, rows added to them since, and
-	// rankings and counts it answered.
-	built, added, ranked, counted int
+	// rankings and counts it answered, rankings that counted the rows with the word alone,
+	// and words read from an fts5vocab table (the doclist reader did not know the segments).
+	built, added, ranked, counted, alone, vocab int
 }
 
 // postings is one word's rows, in seq order.
 type postings struct {
-	state   tableState        // the table when last read: every row up to state.top holding the word is here
-	seqs    []int64           // ascending
-	tf      []uint32          // per row: the word's instances
-	roles   []uint8           // per row: its role, an index into postingIndex.roles; nil until a search filters by role
-	weights []float64         // per row: bm25Weight under weighed
-	weighed tableState        // what weights were computed for; zero: none yet
-	exact   map[int64]float64 // FTS5's bm25 of rows, as the table is at state
-	lines   int64             // lines holding the word, every one up to lineTop
-	lineTop int64
-	byRole  map[string]int64 // lines holding the word by role; nil until a count filters by role
-	used    uint64           // the index's tick at its last use
+	state     tableState        // the table when last read: every row up to state.top holding the word is here
+	seqs      []int64           // ascending
+	tf        []uint32          // per row: the word's instances
+	roles     []uint8           // per row: its role, an index into postingIndex.roles; nil until a search filters by role
+	weights   []float64         // per row: bm25Weight under weighed
+	weighed   tableState        // what weights were computed for; zero: none yet
+	exact     map[int64]float64 // FTS5's bm25 of rows, as the table is at state
+	lines     int64             // lines holding the word, every one up to lineTop, once linesRead
+	lineTop   int64
+	linesRead bool
+	byRole    map[string]int64 // lines holding the word by role; nil until a count filters by role
+	used      uint64           // the index's tick at its last use
 }
 
 // postingRowBytes is what a word's row takes: seq, tf and weight (and its role, when read).
@@ -130,10 +134,14 @@ func (sr *sharedReader) postingIndex() *postingIndex {
 // in_context filter the rows taken are confirmed in blocks, by their messages row or, with
 // other words, by scoreSet's own expression (a row a writer moved into context since the
 // tiers read theirs may hold another word of q).
-func rankAlone(ctx context.Context, db conn, q rankQuery, w int, seen map[int64]uint64, upTo int64, k int) (_ []rankedRow, ok bool, err error) {
+//
+// alone is how many rows up to upTo hold word w and are not keys of seen, under the roles
+// filter: the rows with w alone when seen holds every row with another word (its count
+// without an in_context filter; -1 under one).
+func rankAlone(ctx context.Context, db conn, q rankQuery, w int, seen map[int64]uint64, upTo int64, k int) (_ []rankedRow, alone int, ok bool, err error) {
 	token, ok := postingToken(q.words[w])
 	if !ok {
-		return nil, false, nil
+		return nil, 0, false, nil
 	}
 	pi := db.sr.postingIndex()
 	pi.mu.Lock()
@@ -141,16 +149,16 @@ func rankAlone(ctx context.Context, db conn, q rankQuery, w int, seen map[int64]
 	p, err := pi.current(ctx, db, q.phrases[w], token)
 	switch {
 	case errors.Is(err, errNoPostings):
-		return nil, false, nil
+		return nil, 0, false, nil
 	case err != nil:
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	var role []bool // by role index: under the roles filter; nil: every role
 	if len(q.roles) > 0 {
 		if err := pi.readRoles(ctx, db, p, q.phrases[w]); errors.Is(err, errNoPostings) {
-			return nil, false, nil
+			return nil, 0, false, nil
 		} else if err != nil {
-			return nil, false, err
+			return nil, 0, false, err
 		}
 		role = pi.roleMask(q.roles)
 	}
@@ -172,10 +180,10 @@ func rankAlone(ctx context.Context, db conn, q rankQuery, w int, seen map[int64]
 	}
 	picked, ok, err := p.pick(pi.sizes, rowFilter{role, rowConfirmer(ctx, db, q, w)}, int32(end), skip, k)
 	if !ok || err != nil {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	if ok, err := p.score(ctx, db, q.phrases[w], picked); !ok || err != nil {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	out := make([]rankedRow, len(picked))
 	for i, b := range picked {
@@ -183,7 +191,21 @@ func rankAlone(ctx context.Context, db conn, q rankQuery, w int, seen map[int64]
 	}
 	slices.SortFunc(out, compareRanked)
 	pi.ranked++
-	return out[:min(k, len(out))], true, nil
+	if q.inContext {
+		return out[:min(k, len(out))], -1, true, nil
+	}
+	pi.alone++
+	for i := range int32(end) {
+		if role == nil || role[p.roles[i]] {
+			alone++
+		}
+	}
+	for _, i := range skip {
+		if i < int32(end) && (role == nil || role[p.roles[i]]) {
+			alone--
+		}
+	}
+	return out[:min(k, len(out))], alone, true, nil
 }
 
 // postingCounts returns the counts of q, one word without an in_context filter, TotalMatches
@@ -201,6 +223,9 @@ func postingCounts(ctx context.Context, db conn, q rankQuery, maxRows int) (tota
 	pi.mu.Lock()
 	defer pi.mu.Unlock()
 	p, err := pi.current(ctx, db, q.phrases[0], token)
+	if err == nil {
+		err = p.readAllLines(ctx, db, q.phrases[0])
+	}
 	if err == nil && len(q.roles) > 0 {
 		if err = pi.readRoles(ctx, db, p, q.phrases[0]); err == nil {
 			err = p.readLineRoles(ctx, db, q.phrases[0])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -75,7 +76,7 @@ func (pi *postingIndex) refresh(ctx context.Context, db conn, p *postings, phras
 	if err != nil {
 		return 0, err
 	}
-	if lineTop.Int64 > p.lineTop {
+	if p.linesRead && lineTop.Int64 > p.lineTop {
 		if err := p.readLines(ctx, db, phrase, p.lineTop, math.MaxInt64); err != nil {
 			return 0, err
 		}
@@ -172,6 +173,19 @@ func (p *postings) readLines(ctx context.Context, db conn, phrase string, from, 
 	return nil
 }
 
+// readAllLines counts p's lines, unless done already: a search counting them is the first to
+// need them (a ranking does not).
+func (p *postings) readAllLines(ctx context.Context, db conn, phrase string) error {
+	if p.linesRead {
+		return nil
+	}
+	if err := p.readLines(ctx, db, phrase, 0, math.MaxInt64); err != nil {
+		return err
+	}
+	p.linesRead = true
+	return nil
+}
+
 // readLineRoles counts p's lines by role, unless done already: a line's role never changes.
 func (p *postings) readLineRoles(ctx context.Context, db conn, phrase string) error {
 	if p.byRole != nil {
@@ -236,9 +250,10 @@ func (pi *postingIndex) roleIndex(role string) (uint8, bool) {
 }
 
 // build reads phrase's postings, token its FTS5 term, on a connection of its own in one read
-// transaction: the table's state, the rows of the term with their instances (an fts5vocab
-// table in that connection's temp schema), the count of the phrase's rows (as many as the
-// term's) and lines, and FTS5's bm25 of some of the rows, which the formula must give. The
+// transaction: the table's state, the rows of the term with their instances (its doclist,
+// readDoclist), the count of the term's rows and instances (an fts5vocab table in that
+// connection's temp schema), which must be the postings', and FTS5's bm25 of some of the rows
+// (by the phrase), which the formula must give. The
 // rows' sizes are read on the pooled connection. errNoPostings: messages_fts is not the
 // contract's, or its rows or scores are not the postings'.
 func (pi *postingIndex) build(ctx context.Context, db conn, phrase, token string) (_ *postings, err error) {
@@ -257,7 +272,8 @@ func (pi *postingIndex) build(ctx context.Context, db conn, phrase, token string
 		return nil, fmt.Errorf("build postings: %w", err)
 	}
 	defer c.Close()
-	for _, s := range []string{"PRAGMA temp_store = MEMORY", "CREATE VIRTUAL TABLE temp.postings_vocab USING fts5vocab(main, messages_fts, instance)", "BEGIN"} {
+	for _, s := range []string{"PRAGMA temp_store = MEMORY", "CREATE VIRTUAL TABLE temp.postings_vocab USING fts5vocab(main, messages_fts, instance)",
+		"CREATE VIRTUAL TABLE temp.postings_terms USING fts5vocab(main, messages_fts, row)", "BEGIN"} {
 		if _, err := c.ExecContext(ctx, s); err != nil {
 			return nil, fmt.Errorf("build postings: %w", err)
 		}
@@ -269,10 +285,10 @@ func (pi *postingIndex) build(ctx context.Context, db conn, phrase, token string
 	}()
 
 	var block []byte
-	var top, lineTop sql.NullInt64
+	var top sql.NullInt64
 	var create string
-	if err := c.QueryRowContext(ctx, "SELECT "+tableStateColumns+", (SELECT max(id) FROM lines), (SELECT sql FROM sqlite_master WHERE name = 'messages_fts')").
-		Scan(&block, &top, &lineTop, &create); err != nil {
+	if err := c.QueryRowContext(ctx, "SELECT "+tableStateColumns+", (SELECT sql FROM sqlite_master WHERE name = 'messages_fts')").
+		Scan(&block, &top, &create); err != nil {
 		return nil, fmt.Errorf("build postings: %w", err)
 	}
 	// The connection opened the file by its path: it must be the pooled reader's.
@@ -284,7 +300,7 @@ func (pi *postingIndex) build(ctx context.Context, db conn, phrase, token string
 	if lower := strings.ToLower(create); strings.Contains(lower, "tokenize") || strings.Contains(lower, "detail") {
 		return nil, fmt.Errorf("build postings: messages_fts is %q: %w", create, errNoPostings)
 	}
-	p := &postings{lineTop: lineTop.Int64}
+	p := &postings{}
 	if p.state, err = readTableState(block, top); err != nil {
 		return nil, err
 	}
@@ -292,36 +308,66 @@ func (pi *postingIndex) build(ctx context.Context, db conn, phrase, token string
 		return nil, err
 	}
 
-	var docList sql.NullString
-	if err := c.QueryRowContext(ctx, "SELECT group_concat(doc) FROM temp.postings_vocab WHERE term = ?", token).Scan(&docList); err != nil {
-		return nil, fmt.Errorf("build postings: %w", err)
+	if p.seqs, p.tf, err = readDoclist(ctx, c, token); errors.Is(err, errNoPostings) {
+		pi.vocab++
+		p.seqs, p.tf, err = readVocab(ctx, c, token)
 	}
-	docs, err := parseSeqs(docList.String) // one per instance, ascending
 	if err != nil {
 		return nil, err
 	}
-	for i, d := range docs {
-		if d > p.state.top {
-			return nil, fmt.Errorf("build postings: term %q holds row %d past the table's %d: %w", token, d, p.state.top, errNoPostings)
-		}
-		if i == 0 || d != docs[i-1] {
-			p.seqs = append(p.seqs, d)
-			p.tf = append(p.tf, 0)
-		}
-		p.tf[len(p.tf)-1]++
+	if n := len(p.seqs); n > 0 && p.seqs[n-1] > p.state.top {
+		return nil, fmt.Errorf("build postings: term %q holds row %d past the table's %d: %w", token, p.seqs[n-1], p.state.top, errNoPostings)
 	}
-	var rows int
-	if err := c.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?1), (SELECT count(*) FROM lines_fts WHERE lines_fts MATCH ?1)",
-		phrase).Scan(&rows, &p.lines); err != nil {
+	// FTS5's own counts of the term's rows and instances (an fts5vocab table, read by FTS5's
+	// iterators) must be the postings'. That the phrase's rows are the term's, check shows:
+	// FTS5 must score the rows it asks for, by an IDF of as many rows as the postings hold.
+	var termRows, instances int64
+	if err := c.QueryRowContext(ctx, "SELECT coalesce(sum(doc), 0), coalesce(sum(cnt), 0) FROM temp.postings_terms WHERE term = ?", token).
+		Scan(&termRows, &instances); err != nil {
 		return nil, fmt.Errorf("build postings: %w", err)
 	}
-	if rows != len(p.seqs) {
-		return nil, fmt.Errorf("build postings: %s matches %d rows, term %q is in %d: %w", phrase, rows, token, len(p.seqs), errNoPostings)
+	var sum int64
+	for _, f := range p.tf {
+		sum += int64(f)
+	}
+	if termRows != int64(len(p.seqs)) || instances != sum {
+		return nil, fmt.Errorf("build postings: term %q is in %d rows with %d instances, the postings %d with %d: %w",
+			token, termRows, instances, len(p.seqs), sum, errNoPostings)
+	}
+	if 2*int64(len(p.seqs)) >= p.state.rows { // an IDF FTS5 raises to 1e-6 whatever the count: count the phrase's rows
+		var rows int
+		if err := c.QueryRowContext(ctx, "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", phrase).Scan(&rows); err != nil {
+			return nil, fmt.Errorf("build postings: %w", err)
+		}
+		if rows != len(p.seqs) {
+			return nil, fmt.Errorf("build postings: %s matches %d rows, term %q is in %d: %w", phrase, rows, token, len(p.seqs), errNoPostings)
+		}
 	}
 	if err := p.check(ctx, c, phrase, pi.sizes); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// readVocab returns token's rows and instances from the build's fts5vocab table, one row
+// per instance: what readDoclist reads when the segments are not ones it knows.
+func readVocab(ctx context.Context, c *sql.Conn, token string) (seqs []int64, tf []uint32, err error) {
+	var docList sql.NullString
+	if err := c.QueryRowContext(ctx, "SELECT group_concat(doc) FROM temp.postings_vocab WHERE term = ?", token).Scan(&docList); err != nil {
+		return nil, nil, fmt.Errorf("build postings: %w", err)
+	}
+	docs, err := parseSeqs(docList.String) // one per instance, ascending
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, d := range docs {
+		if i == 0 || d != docs[i-1] {
+			seqs = append(seqs, d)
+			tf = append(tf, 0)
+		}
+		tf[len(tf)-1]++
+	}
+	return seqs, tf, nil
 }
 
 // postingChecks is how many rows of a word's postings, besides its best, are checked against

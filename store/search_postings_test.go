@@ -45,7 +45,7 @@ func TestPostingsMatchRankAll(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			compared, alone, counted := 0, 0, 0
+			compared, alone, counted, totals := 0, 0, 0, 0
 			var kept postingIndex
 			for round := range 4 {
 				if round == 3 {
@@ -84,12 +84,21 @@ func TestPostingsMatchRankAll(t *testing.T) {
 						}
 						for _, maxRows := range []int{5, 60} {
 							before := postingStats(c.sr).ranked
-							got, ok, err := rankTiers(ctx, c, q, limit, maxRows)
+							got, total, ok, err := rankTiersCount(ctx, c, q, limit, maxRows)
 							if err != nil {
 								t.Fatal(err)
 							}
 							if !ok {
 								continue
+							}
+							// A ranking of a common word's postings counts the query's rows on the way.
+							if total >= 0 {
+								want := countRows(t, c, "SELECT count(*) FROM messages_fts"+q.join+" WHERE messages_fts MATCH ?"+q.filter,
+									append([]any{strings.Join(q.phrases, " OR ")}, q.fargs...)...)
+								if total != want {
+									t.Fatalf("round %d query %q %+v limit %d maxRows %d: %d rows counted, want %d", round, ws, o, limit, maxRows, total, want)
+								}
+								totals++
 							}
 							compared++
 							if postingStats(c.sr).ranked > before {
@@ -112,11 +121,17 @@ func TestPostingsMatchRankAll(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			t.Logf("%d rankings compared, %d of them from postings; %d counts from postings; %d words built, %d rows added to them later",
-				compared, alone, counted, kept.built, kept.added)
+			t.Logf("%d rankings compared, %d of them from postings (%d counting the rows); %d counts from postings; %d words built, %d rows added to them later",
+				compared, alone, totals, counted, kept.built, kept.added)
 			if kept.built < 3 || kept.added == 0 || alone < compared/4 || counted < 50 {
 				t.Fatalf("%d of %d rankings and %d counts from postings, %d words built, %d rows added later: the test no longer exercises them",
 					alone, compared, counted, kept.built, kept.added)
+			}
+			if totals < 20 {
+				t.Errorf("%d query counts from a ranking of postings: the test no longer exercises them", totals)
+			}
+			if kept.vocab != 0 {
+				t.Errorf("%d of %d words read from fts5vocab: the doclist reader refused the contract's segments", kept.vocab, kept.built)
 			}
 			if postingStats(c.sr).words != nil {
 				t.Error("postings kept under a budget they do not fit")
@@ -135,7 +150,7 @@ func postingStats(sr *sharedReader) postingIndex {
 	}
 	pi.mu.Lock()
 	defer pi.mu.Unlock()
-	return postingIndex{sizes: pi.sizes, words: pi.words, built: pi.built, added: pi.added, ranked: pi.ranked, counted: pi.counted}
+	return postingIndex{sizes: pi.sizes, words: pi.words, built: pi.built, added: pi.added, vocab: pi.vocab, alone: pi.alone, ranked: pi.ranked, counted: pi.counted}
 }
 
 // countRows runs a count statement on c.

@@ -106,9 +106,22 @@ func searchQuery(ctx context.Context, db conn, o SearchOptions, words []string) 
 		}
 	}
 
+	// Two words or more are ranked first: the ranking counts the rows on the way when it
+	// ranks a common word's rows from its postings (rankTiersCount).
+	var hits []Hit
+	ranked, total := false, -1
+	if !counted && len(words) > 1 && o.Limit != 0 {
+		var err error
+		if hits, total, err = rankHitsCount(ctx, db, rq, o.Limit); err != nil {
+			return res, err
+		}
+		ranked = true
+		res.TotalMatches = total
+	}
+
 	// Total.
 	args := append([]any{anyWord}, rq.fargs...)
-	if !counted {
+	if !counted && total < 0 {
 		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM messages_fts"+rq.join+" WHERE messages_fts MATCH ?"+rq.filter, args...).Scan(&res.TotalMatches); err != nil {
 			return res, fmt.Errorf("count matches: %w", err)
 		}
@@ -134,9 +147,11 @@ func searchQuery(ctx context.Context, db conn, o SearchOptions, words []string) 
 		return res, nil
 	}
 
-	hits, err := rankHits(ctx, db, rq, o.Limit)
-	if err != nil {
-		return res, err
+	if !ranked {
+		var err error
+		if hits, err = rankHits(ctx, db, rq, o.Limit); err != nil {
+			return res, err
+		}
 	}
 	res.Hits = hits
 

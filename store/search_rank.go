@@ -79,18 +79,26 @@ type rankQuery struct {
 // rankHits returns the best limit rows matching any of q's phrases, in the contract's order,
 // with their matched words and bm25 (Hit.Seq, MatchedTerms, Rank).
 func rankHits(ctx context.Context, db conn, q rankQuery, limit int) ([]Hit, error) {
-	rows, ok, err := rankTiers(ctx, db, q, limit, rankTiersCap)
+	hits, _, err := rankHitsCount(ctx, db, q, limit)
+	return hits, err
+}
+
+// rankHitsCount is rankHits, and the rows matching any of q's phrases under its filters
+// (TotalMatches) when the ranking counted them on the way (rankTiersCount), else -1.
+func rankHitsCount(ctx context.Context, db conn, q rankQuery, limit int) ([]Hit, int, error) {
+	rows, total, ok, err := rankTiersCount(ctx, db, q, limit, rankTiersCap)
 	if err == nil && !ok {
 		rows, err = rankAll(ctx, db, q, limit)
+		total = -1
 	}
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	hits := make([]Hit, len(rows))
 	for i, r := range rows {
 		hits[i] = Hit{Seq: r.seq, MatchedTerms: r.matched, Rank: r.score}
 	}
-	return hits, nil
+	return hits, total, nil
 }
 
 // rankAll ranks in one statement: every matching row scored by bm25, matched words counted
@@ -145,21 +153,32 @@ func queryRanked(ctx context.Context, db conn, stmt string, args []any, dest fun
 // rows under the filters, and for one word unless it is ranked from its postings (it has
 // them, or it matches more than maxRows rows and they can be built).
 func rankTiers(ctx context.Context, db conn, q rankQuery, limit, maxRows int) (_ []rankedRow, ok bool, err error) {
+	rows, _, ok, err := rankTiersCount(ctx, db, q, limit, maxRows)
+	return rows, ok, err
+}
+
+// rankTiersCount is rankTiers, and the rows matching any word under q's filters when it has
+// them on the way, else -1: with two words or more, without an in_context filter, when the
+// common word's rows alone are ranked from its postings. Those rows, counted there, and the
+// rows of the other words, read whole, are every matching row (up to the highest seq read
+// first, as the ranking's).
+func rankTiersCount(ctx context.Context, db conn, q rankQuery, limit, maxRows int) (_ []rankedRow, total int, ok bool, err error) {
 	n := len(q.phrases)
 	if n > 63 {
-		return nil, false, nil
+		return nil, -1, false, nil
 	}
 	if n == 1 { // the rows with the word alone are all of them
 		if common, err := worthPostings(ctx, db, q, maxRows); !common || err != nil {
-			return nil, false, err
+			return nil, -1, false, err
 		}
-		return rankAlone(ctx, db, q, 0, nil, math.MaxInt64, limit)
+		rows, _, ok, err := rankAlone(ctx, db, q, 0, nil, math.MaxInt64, limit)
+		return rows, -1, ok, err
 	}
 	// The highest seq before the rows are read: the rows with the common word alone are taken
 	// from its postings up to it, where every row holding another word is in the lists below.
 	var top sql.NullInt64
 	if err := db.QueryRowContext(ctx, "SELECT max(id) FROM messages_fts_docsize").Scan(&top); err != nil {
-		return nil, false, fmt.Errorf("rank matches: %w", err)
+		return nil, -1, false, fmt.Errorf("rank matches: %w", err)
 	}
 	// Each word's rows, up to maxRows+1: a longer list marks the one common word.
 	sets := make([]map[int64]bool, n)
@@ -167,11 +186,11 @@ func rankTiers(ctx context.Context, db conn, q rankQuery, limit, maxRows int) (_
 	for i, p := range q.phrases {
 		seqs, err := matchSeqs(ctx, db, q, p, maxRows+1)
 		if err != nil {
-			return nil, false, err
+			return nil, -1, false, err
 		}
 		if len(seqs) > maxRows {
 			if big >= 0 {
-				return nil, false, nil
+				return nil, -1, false, nil
 			}
 			big = i
 			continue
@@ -205,7 +224,7 @@ func rankTiers(ctx context.Context, db conn, q rankQuery, limit, maxRows int) (_
 	if big >= 0 {
 		both, err := matchSeqs(ctx, db, q, q.phrases[common]+" AND ("+strings.Join(others, " OR ")+")", -1)
 		if err != nil {
-			return nil, false, err
+			return nil, -1, false, err
 		}
 		for _, s := range both {
 			if _, ok := words[s]; ok {
@@ -239,7 +258,7 @@ func rankTiers(ctx context.Context, db conn, q rankQuery, limit, maxRows int) (_
 	for _, m := range slices.Sorted(maps.Keys(masks)) {
 		got, err := scoreSet(ctx, db, q, m, omit, -1)
 		if err != nil {
-			return nil, false, err
+			return nil, -1, false, err
 		}
 		for _, r := range got {
 			if words[r.seq] == m {
@@ -247,13 +266,17 @@ func rankTiers(ctx context.Context, db conn, q rankQuery, limit, maxRows int) (_
 			}
 		}
 	}
+	total = -1
 	if k := limit - wide; big >= 0 && k > 0 {
-		got, ok, err := rankAlone(ctx, db, q, common, words, top.Int64, k)
+		got, alone, ok, err := rankAlone(ctx, db, q, common, words, top.Int64, k)
+		if ok && alone >= 0 {
+			total = len(words) + alone
+		}
 		if err == nil && !ok {
 			got, err = scoreSet(ctx, db, q, 1<<common, 0, k)
 		}
 		if err != nil {
-			return nil, false, err
+			return nil, -1, false, err
 		}
 		for _, r := range got {
 			if _, seen := words[r.seq]; !seen {
@@ -265,7 +288,7 @@ func rankTiers(ctx context.Context, db conn, q rankQuery, limit, maxRows int) (_
 	if len(out) > limit {
 		out = out[:limit]
 	}
-	return out, true, nil
+	return out, total, true, nil
 }
 
 // matchSeqs returns the rows matching the FTS5 expression under q's filters, at most limit

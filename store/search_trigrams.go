@@ -3,6 +3,8 @@ package store
 import (
 	"cmp"
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"math/bits"
 	"regexp"
@@ -35,29 +37,32 @@ type gramIndex struct {
 	bytes   int64       // what the filters and texts take, about
 	mem     memEntry    // its place in the search memory budget (search_memory.go)
 	freq    [256]uint64 // how often each byte occurs in the rows' texts
-	offs    []uint32    // per row: its filter's first word in words
+	offs    []uint32    // per row: its filter's chunk in words (high 16 bits) and first word there
 	logBits []uint8     // per row: log2 of its filter's size in bits (≥ 6)
-	words   []uint64    // the filters, back to back
+	words   [][]uint64  // the filters, back to back in chunks of gramChunkWords (a larger one alone)
 	seen    []uint64    // scratch during refresh: one bit per trigram value (2²⁴), cleared after each row
 	distinc []uint32    // scratch: the row's distinct trigrams
 }
 
 // gramIndex returns the reader's trigram index, refreshed, and whether it covers every row:
 // a refresh stops at until (the first search of a large session reads every row's text), and
-// the next one goes on from there. The caller holds the index's mu.
+// the next one goes on from there. The caller holds the index's mu. It returns nil when the
+// session's filters alone are past the search memory budget: the caller scans the rows, and
+// later searches do not index them again while the budget is that one (rows are never
+// deleted, so the session's filters only grow).
 func (sr *sharedReader) gramIndex(ctx context.Context, db conn, until time.Time) (*gramIndex, bool, error) {
+	budget := searchMem.budget()
 	sr.gimu.Lock()
+	if sr.gramsTooBig != 0 && sr.gramsTooBig >= budget {
+		sr.gimu.Unlock()
+		return nil, false, nil
+	}
 	if sr.grams == nil {
 		sr.grams = &gramIndex{}
 	}
 	gi := sr.grams
 	sr.gimu.Unlock()
 	gi.mu.Lock()
-	complete, err := gi.refresh(ctx, db, until)
-	if err != nil {
-		gi.mu.Unlock()
-		return nil, false, err
-	}
 	drop := func() {
 		sr.gimu.Lock()
 		if sr.grams == gi {
@@ -65,12 +70,33 @@ func (sr *sharedReader) gramIndex(ctx context.Context, db conn, until time.Time)
 		}
 		sr.gimu.Unlock()
 	}
-	if !searchMem.use(&gi.mem, gi.bytes, drop) && !gi.noTexts {
+	complete, err := gi.refresh(ctx, db, until)
+	if err == nil && !searchMem.use(&gi.mem, gi.bytes, drop) && !gi.noTexts {
 		gi.dropTexts()
-		searchMem.use(&gi.mem, gi.bytes, drop)
+		if !searchMem.use(&gi.mem, gi.bytes, drop) {
+			err = errGramsTooBig
+		}
+	} else if err == nil && gi.noTexts && gi.mem.elem == nil {
+		err = errGramsTooBig
+	}
+	if errors.Is(err, errGramsTooBig) {
+		searchMem.forget(&gi.mem)
+		drop()
+		sr.gimu.Lock()
+		sr.gramsTooBig = budget
+		sr.gimu.Unlock()
+		gi.mu.Unlock()
+		return nil, false, nil
+	}
+	if err != nil {
+		gi.mu.Unlock()
+		return nil, false, err
 	}
 	return gi, complete, nil
 }
+
+// errGramsTooBig: the session's filters alone are past the search memory budget.
+var errGramsTooBig = errors.New("trigram filters past the search memory budget")
 
 // dropTexts lets the texts go when they alone are past the search memory budget: the index
 // keeps its filters and pattern searches read the texts from SQLite.
@@ -88,6 +114,10 @@ const refreshEvery = 256
 // refresh indexes the rows stored since the last refresh, until the deadline; complete is
 // false when it stopped there.
 func (gi *gramIndex) refresh(ctx context.Context, db conn, until time.Time) (complete bool, err error) {
+	var top sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT max(seq) FROM messages").Scan(&top); err != nil {
+		return false, fmt.Errorf("index trigrams: %w", err)
+	}
 	rows, err := db.QueryContext(ctx, "SELECT seq, role, text FROM messages WHERE seq > ? ORDER BY seq", gi.lastSeq)
 	if err != nil {
 		return false, fmt.Errorf("index trigrams: %w", err)
@@ -96,16 +126,23 @@ func (gi *gramIndex) refresh(ctx context.Context, db conn, until time.Time) (com
 	defer func() { gi.seen = nil }() // 2 MB of scratch, allocated again when rows arrive
 	for n := 1; rows.Next(); n++ {
 		var seq int64
-		var role, text string
+		var role, text sql.RawBytes
 		if err := rows.Scan(&seq, &role, &text); err != nil {
 			return false, fmt.Errorf("index trigrams: %w", err)
 		}
-		gi.add(seq, role, text)
+		gi.addRaw(seq, role, text)
 		if n%refreshEvery != 0 {
 			continue
 		}
-		if !gi.noTexts && gi.bytes > searchMem.budget() {
-			gi.dropTexts() // now rather than after reading the rest
+		// The texts go as soon as the index, at the size its rows so far make for the session's
+		// rows (seqs are 1, 2, …), would be past gramTextShare of the budget: kept until then,
+		// they would push the other caches out (a session's postings among them) to be let go
+		// anyway.
+		if !gi.noTexts && gi.bytes > searchMem.budget()/gramTextShare/max(top.Int64, 1)*gi.lastSeq {
+			gi.dropTexts()
+		}
+		if gi.noTexts && gi.bytes > searchMem.budget() {
+			return false, errGramsTooBig // no use reading the rest
 		}
 		if time.Now().After(until) {
 			return false, nil
@@ -114,8 +151,18 @@ func (gi *gramIndex) refresh(ctx context.Context, db conn, until time.Time) (com
 	if err := rows.Err(); err != nil {
 		return false, fmt.Errorf("index trigrams: %w", err)
 	}
+	if !gi.noTexts && gi.bytes > searchMem.budget()/gramTextShare {
+		gi.dropTexts()
+	}
 	return true, nil
 }
+
+// gramTextShare: an index keeps the row texts only while it takes at most 1/gramTextShare of
+// the search memory budget, leaving the rest to the other caches (the same session's word
+// postings among them: at 1M rows the texts took the index to 232 MB of 256, and the postings
+// were pushed out by it and rebuilt, each word, by the next words searches). Without them a
+// pattern reads the rows its filters leave from SQLite.
+const gramTextShare = 2
 
 // trigram is the 24-bit value of three bytes.
 func trigram(a, b, c byte) uint32 { return uint32(a)<<16 | uint32(b)<<8 | uint32(c) }
@@ -123,9 +170,46 @@ func trigram(a, b, c byte) uint32 { return uint32(a)<<16 | uint32(b)<<8 | uint32
 // gramBit is the bit of trigram g in a filter of 2^logBits bits.
 func gramBit(g uint32, logBits uint8) uint32 { return (g * 0x9e3779b1) >> (32 - logBits) }
 
-// add appends row seq's filter (about 8 bits per distinct trigram, one bit set for each),
-// role and text.
+// gramFilterBits is the fewest bits of a row's filter per distinct trigram, one bit set for
+// each (rounded up to a power of two: 4 to 8 bits, a trigram not in the row found set in its
+// filter 1 − e^(−1/4) to 1 − e^(−1/8) of the time, 22 % to 12 %). A pattern's rare trigrams
+// together leave out all but a few rows; 4 rather than 8 keeps a 1M-row session's filters
+// inside the budget: about 170 bytes a row for cmd/bench's scale rows (295 with 8: 295 MB at
+// 1M rows, past the 256 MB budget), 98 for bench1M's (151).
+const gramFilterBits = 4
+
+// add appends row seq's filter (gramFilterBits or more per distinct trigram), role and text.
 func (gi *gramIndex) add(seq int64, role, text string) {
+	addFilter(gi, text)
+	gi.addRow(seq, internRole(role), text)
+}
+
+// addRaw is add for a row scanned as bytes the scan reuses: its text is copied only while the
+// index keeps texts (a 1M-row session's, let go early, would be as many strings to allocate).
+func (gi *gramIndex) addRaw(seq int64, role, text []byte) {
+	addFilter(gi, text)
+	var s string
+	if !gi.noTexts {
+		s = string(text)
+	}
+	gi.addRow(seq, internRoleBytes(role), s)
+}
+
+// internRoleBytes is internRole of a role read as bytes.
+func internRoleBytes(r []byte) string {
+	switch string(r) {
+	case "user":
+		return "user"
+	case "assistant":
+		return "assistant"
+	case "tool":
+		return "tool"
+	}
+	return string(r)
+}
+
+// addFilter appends a row's filter of text and its place, and counts text's bytes.
+func addFilter[T string | []byte](gi *gramIndex, text T) {
 	if gi.seen == nil {
 		gi.seen = make([]uint64, 1<<24/64)
 	}
@@ -140,26 +224,48 @@ func (gi *gramIndex) add(seq int64, role, text string) {
 			gi.distinc = append(gi.distinc, g)
 		}
 	}
-	logBits := uint8(max(6, bits.Len(uint(max(8*len(gi.distinc), 1)-1))))
-	off := len(gi.words)
-	gi.words = append(gi.words, make([]uint64, 1<<(logBits-6))...)
-	f := gi.words[off:]
+	logBits := uint8(max(6, bits.Len(uint(max(gramFilterBits*len(gi.distinc), 1)-1))))
+	n := 1 << (logBits - 6)
+	if len(gi.words) == 0 || len(gi.words[len(gi.words)-1])+n > cap(gi.words[len(gi.words)-1]) {
+		// Chunks double up to gramChunkWords, so a small session's filters take little more
+		// than they hold.
+		size := 64
+		if k := len(gi.words); k > 0 {
+			size = min(2*cap(gi.words[k-1]), gramChunkWords)
+		}
+		gi.words = append(gi.words, make([]uint64, 0, max(n, size)))
+	}
+	chunk := &gi.words[len(gi.words)-1]
+	off := uint32(len(gi.words)-1)<<16 | uint32(len(*chunk))
+	*chunk = (*chunk)[:len(*chunk)+n]
+	f := (*chunk)[len(*chunk)-n:]
 	for _, g := range gi.distinc {
 		gi.seen[g/64] = 0
 		b := gramBit(g, logBits)
 		f[b/64] |= 1 << (b % 64)
 	}
+	gi.bytes += int64(8 * n)
+	gi.offs = append(gi.offs, off)
+	gi.logBits = append(gi.logBits, logBits)
+}
+
+// addRow appends row seq's role (interned) and, while the index keeps texts, its text.
+func (gi *gramIndex) addRow(seq int64, role, text string) {
 	gi.seqs = append(gi.seqs, seq)
-	gi.roles = append(gi.roles, internRole(role))
+	gi.roles = append(gi.roles, role)
 	if !gi.noTexts {
 		gi.texts = append(gi.texts, text)
 		gi.bytes += int64(len(text))
 	}
-	gi.bytes += int64(8<<(logBits-6)) + gramRowBytes
-	gi.offs = append(gi.offs, uint32(off))
-	gi.logBits = append(gi.logBits, logBits)
+	gi.bytes += gramRowBytes
 	gi.lastSeq = seq
 }
+
+// gramChunkWords is the largest chunk of filters: filters are appended to chunks that are
+// never grown, so indexing 1M rows (about 150 MB of filters) copies none of them, as one
+// growing slice did (half of the index's build time at 1M rows, in memmove). Offsets within
+// a chunk take 16 bits; a filter larger than a chunk has one of its own.
+const gramChunkWords = 1 << 16
 
 // gramRowBytes is what a row takes in a gramIndex besides its filter and text: seq, offset,
 // log, and the role's and text's string headers.
@@ -168,7 +274,8 @@ const gramRowBytes = 8 + 4 + 1 + 16 + 16
 // holds reports whether row i's filter holds every trigram of grams.
 func (gi *gramIndex) holds(i int, grams []uint32) bool {
 	lb := gi.logBits[i]
-	f := gi.words[gi.offs[i]:]
+	off := gi.offs[i]
+	f := gi.words[off>>16][off&0xffff:]
 	for _, g := range grams {
 		if b := gramBit(g, lb); f[b/64]&(1<<(b%64)) == 0 {
 			return false

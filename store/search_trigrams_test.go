@@ -106,14 +106,24 @@ func TestPatternPrefilterMatchesFullScan(t *testing.T) {
 	scanPartRows = 50 // the texts scanned in parts, merged
 	prefiltered, local := 0, 0
 	for round := range 4 {
-		if round == 3 {
-			// A budget the texts do not fit: filters only, texts read from SQLite.
-			defer searchMem.setLimit(searchMem.setLimit(1 << 10))
-		}
 		rd := mustReader(t, r, "s")
 		c, err := rd.conn()
 		if err != nil {
 			t.Fatal(err)
+		}
+		if round == 3 {
+			// A budget the texts do not fit and the filters do (with the rows added since):
+			// filters only, texts read from SQLite.
+			c.sr.gimu.Lock()
+			gi := c.sr.grams
+			c.sr.gimu.Unlock()
+			gi.mu.Lock()
+			filters := gi.bytes
+			for _, s := range gi.texts {
+				filters -= int64(len(s))
+			}
+			gi.mu.Unlock()
+			defer searchMem.setLimit(searchMem.setLimit(filters * 3 / 2))
 		}
 		for i := range 100 {
 			p := genPattern(rng, 1+rng.IntN(3))
@@ -149,6 +159,14 @@ func TestPatternPrefilterMatchesFullScan(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("round %d pattern %q %+v:\nprefiltered %d/%d hits %v\nfull scan   %d/%d hits %v", round, p, o,
 					got.TotalMatches, got.LineMatches, seqs(got.Hits), want.TotalMatches, want.LineMatches, seqs(want.Hits))
+			}
+		}
+		if round == 3 {
+			c.sr.gimu.Lock()
+			gi := c.sr.grams
+			c.sr.gimu.Unlock()
+			if gi == nil || !gi.noTexts {
+				t.Fatalf("round 3: index %v, want the filters only", gi != nil)
 			}
 		}
 		if err := rd.Close(); err != nil {
@@ -266,5 +284,162 @@ func TestLineCounterIndex(t *testing.T) {
 		if got, want := lc.index(s), strings.Index(s, need); got != want {
 			t.Fatalf("index(%q) of %q (bytes %v) = %d, want %d", s, need, lc.pair, got, want)
 		}
+	}
+}
+
+// TestGramIndexChunks: each row's filter, stored in the index's chunks (small rows, many
+// chunks, and one row whose filter is larger than a chunk), is the filter of its own text:
+// every bit of every distinct trigram set and no other, none of them sharing words.
+func TestGramIndexChunks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(18, 5))
+	text := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(1 + rng.IntN(255))
+		}
+		return string(b)
+	}
+	var texts []string
+	for i := range 3000 {
+		n := 1 + rng.IntN(400)
+		if i == 1500 {
+			n = 1 << 21 // about 2M distinct trigrams: a filter of 2^23 bits, 128 Ki words
+		}
+		texts = append(texts, text(n))
+	}
+	gi := &gramIndex{}
+	for i, s := range texts {
+		gi.add(int64(i+1), "user", s)
+	}
+	if len(gi.words) < 10 {
+		t.Fatalf("%d chunks: the test no longer exercises several", len(gi.words))
+	}
+	big := false
+	for i, s := range texts {
+		lb := gi.logBits[i]
+		want := make([]uint64, 1<<(lb-6))
+		for j := 0; j+2 < len(s); j++ {
+			b := gramBit(trigram(s[j], s[j+1], s[j+2]), lb)
+			want[b/64] |= 1 << (b % 64)
+		}
+		off := gi.offs[i]
+		chunk := gi.words[off>>16]
+		if int(off&0xffff)+len(want) > len(chunk) {
+			t.Fatalf("row %d: filter of %d words at %d past its chunk of %d", i, len(want), off&0xffff, len(chunk))
+		}
+		if got := chunk[off&0xffff : int(off&0xffff)+len(want)]; !slices.Equal(got, want) {
+			t.Fatalf("row %d: its filter is not its text's", i)
+		}
+		big = big || len(want) > gramChunkWords
+	}
+	if !big {
+		t.Fatal("no filter larger than a chunk: the test no longer exercises one")
+	}
+}
+
+// TestGramIndexDropsTextsEarly: an index whose rows so far, at that size per row, would be
+// past half the search memory budget for the session's rows lets the texts go at once, before
+// it is that large itself (when they would have pushed the other caches out first); one that
+// fits in half keeps them.
+func TestGramIndexDropsTextsEarly(t *testing.T) {
+	ctx := context.Background()
+	r := newRoot(t)
+	d := mustSession(t, r, "s")
+	var trs []testRow
+	for i := range 8 * refreshEvery {
+		trs = append(trs, testRow{thread: "a", role: "user", text: fmt.Sprintf("row %d %s", i, strings.Repeat("text ", 40))})
+	}
+	syncTestRows(t, d, trs)
+	for _, c := range []struct {
+		name   string
+		budget func(full int64) int64
+		texts  bool
+	}{
+		{"fits", func(full int64) int64 { return 3 * full }, true},
+		{"past half the budget", func(full int64) int64 { return full * 3 / 2 }, false},
+		{"past the budget", func(full int64) int64 { return full / 2 }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			full := &gramIndex{}
+			for i, tr := range trs {
+				full.add(int64(i+1), tr.role, tr.text)
+			}
+			defer searchMem.setLimit(searchMem.setLimit(c.budget(full.bytes)))
+			rd := mustReader(t, r, "s")
+			defer rd.Close()
+			conn, err := rd.conn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.sr.gimu.Lock()
+			conn.sr.grams = nil
+			conn.sr.gimu.Unlock()
+			// Stopped by its deadline after the first block of rows: an eighth of the index.
+			gi, complete, err := conn.sr.gramIndex(ctx, conn, time.Now().Add(-time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			texts, bytes := !gi.noTexts, gi.bytes
+			gi.mu.Unlock()
+			if complete || bytes > full.bytes/4 {
+				t.Fatalf("complete %v with %d of %d bytes: the refresh did not stop after a block", complete, bytes, full.bytes)
+			}
+			if texts != c.texts {
+				t.Fatalf("texts kept %v after an eighth of the rows, want %v", texts, c.texts)
+			}
+		})
+	}
+}
+
+// TestGramIndexTooBig: a session whose filters alone are past the search memory budget is
+// searched by the full scan with nothing kept (an index outside the budget would leave the
+// process's memory unbounded), later searches do not index it again under that budget, and
+// a larger budget indexes it.
+func TestGramIndexTooBig(t *testing.T) {
+	ctx := context.Background()
+	r := newRoot(t)
+	d := mustSession(t, r, "s")
+	var trs []testRow
+	for i := range 4 * refreshEvery {
+		trs = append(trs, testRow{thread: "a", role: "user", text: fmt.Sprintf("row KEY-%d %s", i, strings.Repeat("text ", 20))})
+	}
+	syncTestRows(t, d, trs)
+	full := &gramIndex{noTexts: true}
+	for i, tr := range trs {
+		full.add(int64(i+1), tr.role, tr.text)
+	}
+	defer searchMem.setLimit(searchMem.setLimit(full.bytes / 2))
+	rd := mustReader(t, r, "s")
+	defer rd.Close()
+	c, err := rd.conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := normalize(SearchOptions{Pattern: regexp.MustCompile(`KEY-5\d\b`), Budget: time.Minute})
+	want, err := searchPatternScan(ctx, c, o, false)
+	if err != nil || want.TotalMatches != 10 {
+		t.Fatalf("full scan %+v, %v", want, err)
+	}
+	kept := func() (bool, int64) {
+		c.sr.gimu.Lock()
+		defer c.sr.gimu.Unlock()
+		return c.sr.grams != nil, c.sr.gramsTooBig
+	}
+	for i := range 2 {
+		got, err := searchPatternScan(ctx, c, o, true)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("search %d: %+v, %v; full scan %+v", i, got, err, want)
+		}
+		if k, tooBig := kept(); k || tooBig != full.bytes/2 {
+			t.Fatalf("search %d under a budget the filters do not fit: index kept %v, too big under %d", i, k, tooBig)
+		}
+	}
+	searchMem.setLimit(4 * full.bytes)
+	got, err := searchPatternScan(ctx, c, o, true)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("under a larger budget: %+v, %v; full scan %+v", got, err, want)
+	}
+	if k, _ := kept(); !k {
+		t.Fatal("under a budget the filters fit: no index kept")
 	}
 }

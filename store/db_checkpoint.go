@@ -60,15 +60,6 @@ func (d *DB) noteCommit() {
 // errCheckpointStale: the database or its -wal at the path is no longer the writer's.
 var errCheckpointStale = errors.New("checkpoint: the files at the path are not the writer's")
 
-// sameFileAt reports whether path is now the file fi (false when fi is nil or path is gone).
-func sameFileAt(path string, fi os.FileInfo) bool {
-	if fi == nil {
-		return false
-	}
-	now, err := os.Stat(path)
-	return err == nil && os.SameFile(now, fi)
-}
-
 // checkpoint runs PASSIVE on a connection of its own (mode=rw: it never creates the file,
 // should the database be gone by then) and closes it. It opens the files by path, so it
 // checkpoints only when the .db and -wal there are still the writer's (fi, walFi): a

@@ -96,6 +96,18 @@ func sqliteURI(path, params string) string {
 	return b.String()
 }
 
+// sameFileAt reports whether the file at path is now fi (os.SameFile: the same device and
+// inode, or on Windows the same volume and file index); false when fi is nil or path cannot
+// be stat'ed. The store opens its files by path, so this is how it tells that a database or
+// its -wal was deleted or replaced under a connection that still has the old one open.
+func sameFileAt(path string, fi os.FileInfo) bool {
+	if fi == nil {
+		return false
+	}
+	now, err := os.Stat(path)
+	return err == nil && os.SameFile(now, fi)
+}
+
 // createDBFile creates path empty with mode 600 before SQLite opens it (SQLite would use
 // 0644 &^ umask); an existing file readable by others is narrowed to 600.
 func createDBFile(path string) error {
@@ -204,7 +216,7 @@ func (d *DB) use() error {
 	if d.conn != nil {
 		return nil
 	}
-	if fi, err := os.Stat(d.path); err != nil || !os.SameFile(fi, d.fi) {
+	if !sameFileAt(d.path, d.fi) {
 		d.closed = true
 		return errClosed
 	}
@@ -229,7 +241,7 @@ func (d *DB) park() bool {
 		path string
 		fi   *os.FileInfo
 	}{{d.path + "-wal", &d.walFi}, {d.path + "-shm", &d.shmFi}} {
-		if fi, err := os.Stat(f.path); err != nil || *f.fi == nil || !os.SameFile(fi, *f.fi) {
+		if !sameFileAt(f.path, *f.fi) {
 			*f.fi = nil
 		}
 	}
@@ -245,10 +257,7 @@ func (d *DB) closeStale() error {
 		path string
 		fi   os.FileInfo
 	}{{d.path + "-wal", d.walFi}, {d.path + "-shm", d.shmFi}} {
-		if f.fi == nil {
-			continue
-		}
-		if fi, serr := os.Stat(f.path); serr == nil && os.SameFile(fi, f.fi) {
+		if sameFileAt(f.path, f.fi) {
 			if rerr := removeFile(f.path); rerr != nil {
 				err = errors.Join(err, rerr)
 			}

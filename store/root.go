@@ -156,8 +156,7 @@ func (r *Root) Session(sid string) (*DB, error) {
 	path := r.sessionFile(sid, ".db")
 	var broken error
 	if e.db != nil {
-		fi, err := os.Stat(path)
-		same := err == nil && os.SameFile(fi, e.db.fi)
+		same := sameFileAt(path, e.db.fi)
 		if same && !e.db.broken.Load() {
 			return e.db, nil
 		}

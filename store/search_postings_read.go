@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -292,7 +291,7 @@ func (pi *postingIndex) build(ctx context.Context, db conn, phrase, token string
 		return nil, fmt.Errorf("build postings: %w", err)
 	}
 	// The connection opened the file by its path: it must be the pooled reader's.
-	if fi, err := os.Stat(sr.path); err != nil || !os.SameFile(fi, sr.fi) {
+	if !sameFileAt(sr.path, sr.fi) {
 		return nil, fmt.Errorf("build postings: %s is no longer the file the reader opened", sr.path)
 	}
 	// Terms are unicode61's and instances have positions only as the contract creates the

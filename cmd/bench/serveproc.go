@@ -150,6 +150,8 @@ func (p *proc) waitHealthy(limit time.Duration) error {
 // stop interrupts the process (serve shuts down gracefully and closes its databases) and
 // waits for it.
 func (p *proc) stop() error {
+	// the log goes beside the process's files, kept with them under -work
+	defer func() { _ = os.WriteFile(filepath.Join(p.dir, p.name+".log"), []byte(p.log.String()), 0o600) }()
 	select {
 	case <-p.done:
 		return p.exitErr()

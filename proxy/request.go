@@ -96,6 +96,12 @@ func remember(req *request, msgs []*message, _ *known) *known {
 	}
 	if !req.stringInput {
 		for i, m := range msgs {
+			// the request's sums name the same bytes (buildMessages took or checked each
+			// message's sum there), and reading them leaves the messages untouched
+			if i < len(req.msgSums) && len(msgs) == len(req.rawMsgs) && req.msgSums[i].n != 0 {
+				k.msgs[i] = req.msgSums[i]
+				continue
+			}
 			k.msgs[i] = m.spanSum()
 		}
 	}

@@ -25,7 +25,8 @@ type request struct {
 	systemAt       int // index into top of system / instructions, -1 when absent
 	rawMsgs        [][]byte
 	// msgSums[i] is rawMsgs[i]'s span sum where the fast path computed it (zero otherwise;
-	// sumAt fills it in).
+	// sumAt fills it in). remember hands it to the session's known shape, which is never
+	// changed once made: nothing writes to it after that.
 	msgSums []spanSum
 	// topSums[i] is top[i]'s value's span sum where scanTop matched it against the known
 	// shape (zero otherwise).
@@ -82,7 +83,7 @@ type known struct {
 // sums of its top-level values (taken from the parse where it matched them) and of the
 // messages the thread cache holds.
 func remember(req *request, msgs []*message, _ *known) *known {
-	k := &known{format: req.format, top: make(map[string]spanSum, len(req.top)), msgs: make([]spanSum, len(msgs))}
+	k := &known{format: req.format, top: make(map[string]spanSum, len(req.top))}
 	list := req.format.listKey()
 	for i, m := range req.top {
 		if m.key == list {
@@ -94,14 +95,22 @@ func remember(req *request, msgs []*message, _ *known) *known {
 			k.top[m.key] = sumOf(m.val)
 		}
 	}
-	if !req.stringInput {
+	switch {
+	case req.stringInput:
+		k.msgs = make([]spanSum, len(msgs))
+	case len(msgs) == len(req.rawMsgs) && len(req.msgSums) == len(msgs):
+		// the request's sums name the same bytes (buildMessages took or checked each
+		// message's sum there; sumAt fills in any it did not): the known shape takes them
+		// over, and the messages are left untouched
+		k.msgs = req.msgSums
 		for i, m := range msgs {
-			// the request's sums name the same bytes (buildMessages took or checked each
-			// message's sum there), and reading them leaves the messages untouched
-			if i < len(req.msgSums) && len(msgs) == len(req.rawMsgs) && req.msgSums[i].n != 0 {
-				k.msgs[i] = req.msgSums[i]
-				continue
+			if k.msgs[i].n == 0 {
+				k.msgs[i] = m.spanSum()
 			}
+		}
+	default:
+		k.msgs = make([]spanSum, len(msgs))
+		for i, m := range msgs {
 			k.msgs[i] = m.spanSum()
 		}
 	}

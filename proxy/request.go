@@ -31,6 +31,9 @@ type request struct {
 	// topSums[i] is top[i]'s value's span sum where scanTop matched it against the known
 	// shape (zero otherwise).
 	topSums []spanSum
+	// facts are those of factsMsgs, the request's messages (readFacts); nil until read.
+	facts     msgFacts
+	factsMsgs []*message
 	// stringInput: a Responses input sent as one string; rawMsgs then holds one synthetic
 	// user message item and the view sends a list.
 	stringInput bool

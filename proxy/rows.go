@@ -213,13 +213,14 @@ func (m *message) endChain(end string) {
 // them and put their inserts on the path to the client's last byte. Only the messages not
 // handed to the store before with the same flags go (message.handed): a warm request hands
 // its new step, a new cut the rows it moves, rather than the whole history. A database
-// error is logged as a fail-open line from the queue; the request has its view.
+// error is logged as a fail-open line from the queue; the request has its view. f are the
+// facts of msgs; their handed follows the messages'.
 //
 // Once stored, a row's text is freed (settleStores, at the session's next request): the
 // thread cache keeps the message for the fast path and the store has the text, so a session
 // costs about its request's size in memory rather than twice that. ok is false when the
 // session database could not be opened; the caller then drops the thread cache.
-func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cutPlan, now time.Time) (ok bool) {
+func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, f msgFacts, plan cutPlan, now time.Time) (ok bool) {
 	sid := sess.sid
 	cutFP := ""
 	if plan.active() {
@@ -228,16 +229,16 @@ func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cu
 	states := make([]uint8, len(msgs))
 	var handed []*message
 	n := 0
-	for i, m := range msgs {
-		states[i] = handedState(plan.kept(msgs, i), stripped(msgs, plan, i))
-		if m.handed != states[i] && len(m.rows) > 0 {
-			handed = append(handed, m)
-			n += len(m.rows)
+	for i := range f {
+		states[i] = handedState(f.kept(plan, i), f.stripped(plan, i))
+		if f[i].handed != states[i] && f[i].flags&factRows != 0 {
+			handed = append(handed, msgs[i])
+			n += len(msgs[i].rows)
 		}
 	}
 	rows := make([]store.RowWrite, 0, n)
 	for i, m := range msgs {
-		if m.handed == states[i] || len(m.rows) == 0 {
+		if f[i].handed == states[i] || f[i].flags&factRows == 0 {
 			continue
 		}
 		kept, strip := states[i]&handedKept != 0, states[i]&handedStrip != 0
@@ -272,8 +273,10 @@ func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cu
 		job.done.Store(true)
 	})
 	sess.stores = append(sess.stores, job)
-	for i, m := range msgs {
-		m.handed = states[i]
+	for i := range f {
+		if f[i].handed != states[i] {
+			msgs[i].handed, f[i].handed = states[i], states[i]
+		}
 	}
 	return true
 }

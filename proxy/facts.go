@@ -92,12 +92,15 @@ func (r *request) readFacts(msgs []*message) {
 }
 
 // kept is cutPlan.kept over the facts; without a cut every message is kept.
-func (f msgFacts) kept(p cutPlan, i int) bool {
-	if !p.active() || f[i].flags&factPinAlways != 0 {
-		return true
-	}
-	return keptIn(p, f, i)
+func (f msgFacts) kept(p *cutPlan, i int) bool {
+	return p.cut < 0 || f[i].flags&factPinAlways != 0 || f.keptCut(p, i)
 }
+
+// keptCut is kept under a cut. Not inlined, so that kept is: the passes call it for every
+// message, nearly always without a cut.
+//
+//go:noinline
+func (f msgFacts) keptCut(p *cutPlan, i int) bool { return keptIn(*p, f, i) }
 
 // chars is what message i adds to the estimate (viewChars) when it goes out as n bytes.
 func (f msgFacts) chars(msgs []*message, i, n int) int {

@@ -40,8 +40,8 @@ func TestFactsAgreeWithMessages(t *testing.T) {
 			plan := cutPlan{first: pick(), cut: pick(), cutEnd: pick(), reply: pick(), gap: pick(), strip: pick(), keepHead: rng.IntN(2) == 0}
 			want := len(req.system) + len(req.tools)
 			for i, m := range msgs {
-				if f.kept(plan, i) != plan.kept(msgs, i) {
-					t.Fatalf("round %d, plan %+v: message %d kept %v by its facts, %v by the messages", round, plan, i, f.kept(plan, i), plan.kept(msgs, i))
+				if f.kept(&plan, i) != plan.kept(msgs, i) {
+					t.Fatalf("round %d, plan %+v: message %d kept %v by its facts, %v by the messages", round, plan, i, f.kept(&plan, i), plan.kept(msgs, i))
 				}
 				if f.stripped(plan, i) != stripped(msgs, plan, i) {
 					t.Fatalf("round %d, plan %+v: message %d stripped %v by its facts, %v by the messages", round, plan, i, f.stripped(plan, i), stripped(msgs, plan, i))

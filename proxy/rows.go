@@ -230,7 +230,7 @@ func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, f msgFa
 	var handed []*message
 	n := 0
 	for i := range f {
-		states[i] = handedState(f.kept(plan, i), f.stripped(plan, i))
+		states[i] = handedState(f.kept(&plan, i), f.stripped(plan, i))
 		if f[i].handed != states[i] && f[i].flags&factRows != 0 {
 			handed = append(handed, msgs[i])
 			n += len(msgs[i].rows)

@@ -116,7 +116,7 @@ func viewChars(req *request, msgs []*message, plan cutPlan, block string) int {
 	n := len(req.system) + len(req.tools)
 	f := req.factsFor(msgs)
 	for i := range f {
-		if !f.kept(plan, i) {
+		if !f.kept(&plan, i) {
 			continue
 		}
 		n += f.chars(msgs, i, int(f[i].view))
@@ -191,7 +191,7 @@ func render(req *request, msgs []*message, plan cutPlan, block string, instructi
 			}
 			var b []byte
 			switch {
-			case !f.kept(plan, i):
+			case !f.kept(&plan, i):
 			case !own || f[i].flags&(factRendered|factIDAt) != 0 || plan.active() && i == plan.cut || f.stripped(plan, i):
 				b = messageView(req.format, msgs, plan, block, i)
 			default:

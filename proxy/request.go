@@ -32,6 +32,10 @@ type request struct {
 	// topSums[i] is top[i]'s value's span sum where scanTop matched it against the known
 	// shape (zero otherwise).
 	topSums []spanSum
+	// known is the session's previous request the parse matched against (nil when none),
+	// and knownMsgs counts the leading messages that repeat its messages byte for byte.
+	known     *known
+	knownMsgs int
 	// facts are those of factsMsgs, the request's messages (readFacts); nil until read.
 	facts     msgFacts
 	factsMsgs []*message
@@ -143,7 +147,10 @@ func parseRequest(f apiFormat, body []byte, k *known) (*request, error) {
 	if skipSpace(body, end) != len(body) {
 		return nil, fmt.Errorf("request body: data after the JSON value")
 	}
-	req := &request{format: f, body: body, top: top, messagesAt: -1, systemAt: -1, topSums: topSums, msgSums: msgSums}
+	req := &request{format: f, body: body, top: top, messagesAt: -1, systemAt: -1, topSums: topSums, msgSums: msgSums, known: k}
+	for req.knownMsgs < len(msgSums) && msgSums[req.knownMsgs].n != 0 {
+		req.knownMsgs++ // scanArraySums matched these by their sums
+	}
 	for i, m := range top {
 		switch m.key {
 		case "model":
@@ -184,7 +191,7 @@ func parseRequest(f apiFormat, body []byte, k *known) (*request, error) {
 		item = append(item, `{"type":"message","role":"user","content":`...)
 		item = append(item, bytes.TrimSpace(top[req.messagesAt].val)...)
 		msgs, req.stringInput = [][]byte{append(item, '}')}, true
-		req.msgSums = nil
+		req.msgSums, req.knownMsgs = nil, 0
 	}
 	if msgs == nil {
 		return nil, fmt.Errorf("request body: no %s list", list)

@@ -197,15 +197,18 @@ func (s *session) threadPlan(thread string, msgs []*message, dry bool) (*threadS
 // thread's messages, the request's known shape, and the cache's size (sess.mu held).
 func (p *Proxy) keepRequest(sess *session, thread string, req *request, msgs []*message, plan cutPlan, now time.Time) {
 	f := req.factsFor(msgs)
+	key := threadCacheKey(req.format, thread)
+	sess.lastThread = ""
 	if p.storeRows(sess, thread, msgs, f, plan, now) {
 		sess.keepThread(req.format, thread, msgs)
+		sess.lastThread = key
 	} else {
 		// the rows of messages the fast path reuses must be parsed again, with their text
 		clear(sess.threads)
 	}
 	sess.last = remember(req, msgs, sess.last)
 	sess.used = now
-	p.recount(sess, threadCacheKey(req.format, thread), f.cacheCost())
+	p.recount(sess, key, f.cacheCost())
 }
 
 // newCut plans a new cut for a request at or over the threshold, or forced (contract: Trim),

@@ -26,8 +26,21 @@ func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread
 		}
 	}()
 	var cache []*message
+	// Messages before bulk repeat the known shape's (req.knownMsgs), which are the cache's
+	// (s.lastThread): the same bytes, and each chained after the one before it as in the
+	// request they came from. Once message i-1 is the cache's, message i is too, unchecked.
+	bulk := 0
 	prev, firstTurn := "", ""
 	for i, raw := range req.rawMsgs {
+		if i < bulk && msgs[i-1] == cache[i-1] {
+			m := cache[i]
+			m.attach(raw)
+			msgs[i] = m
+			if i+1 == bulk {
+				prev = m.endFP // for the message after the run
+			}
+			continue
+		}
 		if m := reusable(cache, i, prev, req); m != nil {
 			m.attach(raw)
 			msgs[i] = m
@@ -59,7 +72,11 @@ func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread
 		}
 		if firstTurn != "" {
 			thread = firstTurn
-			cache = s.threads[threadCacheKey(req.format, thread)]
+			key := threadCacheKey(req.format, thread)
+			cache = s.threads[key]
+			if req.known != nil && req.known == s.last && s.lastThread == key && len(req.known.msgs) == len(cache) {
+				bulk = min(req.knownMsgs, len(cache))
+			}
 		}
 	}
 	if thread == "" {

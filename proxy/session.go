@@ -22,7 +22,10 @@ type session struct {
 	state   trimState
 	threads map[string][]*message
 	last    *known // the previous request of any thread, for the parse fast path
-	used    time.Time
+	// lastThread is the key of the thread cache holding the messages last was made from
+	// ("" when none holds them): buildMessages reuses the ones a request repeats unchecked.
+	lastThread string
+	used       time.Time
 	// dirty: state has usage samples not yet in .trim.json; saved: when it was last written.
 	dirty bool
 	saved time.Time
@@ -109,7 +112,7 @@ func (p *Proxy) recount(s *session, key string, cost int64) {
 // the session's next request, and with the cache gone their outcome no longer matters.
 func (s *session) dropCache() {
 	clear(s.threads)
-	s.last = nil
+	s.last, s.lastThread = nil, ""
 	clear(s.stores)
 	s.stores = nil
 	s.cacheBytes.Store(0)

@@ -79,7 +79,7 @@ func (r *request) factsFor(msgs []*message) msgFacts {
 }
 
 // ownsFacts reports whether msgs are the messages readFacts read for the request, which
-// buildMessages made from its list: msgs[i].raw is r.rawMsgs[i].
+// buildMessages made from its list: msgs[i].raw is r.rawMsg(i).
 func (r *request) ownsFacts(msgs []*message) bool {
 	return len(r.facts) == len(msgs) && len(msgs) > 0 && &r.factsMsgs[0] == &msgs[0]
 }

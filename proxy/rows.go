@@ -19,7 +19,7 @@ import (
 // so a turn that Codex sends as two items names the same thread as one message of two
 // blocks.
 func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread string, err error) {
-	msgs = make([]*message, len(req.rawMsgs))
+	msgs = make([]*message, req.msgCount())
 	defer func() {
 		if err != nil {
 			detachAll(msgs) // the caller never sees them
@@ -31,7 +31,8 @@ func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread
 	// request they came from. Once message i-1 is the cache's, message i is too, unchecked.
 	bulk := 0
 	prev, firstTurn := "", ""
-	for i, raw := range req.rawMsgs {
+	for i := range msgs {
+		raw := req.rawMsg(i)
 		if i < bulk && msgs[i-1] == cache[i-1] {
 			m := cache[i]
 			m.attach(raw)
@@ -103,7 +104,7 @@ func detachAll(msgs []*message) {
 // reusable returns the thread cache's message i when the request repeats it: the same bytes
 // (by length and span sum) after the same chain (prev). nil otherwise.
 func reusable(cache []*message, i int, prev string, req *request) *message {
-	if i < len(cache) && cache[i].prevFP == prev && cache[i].sum.n == len(req.rawMsgs[i]) && cache[i].sum == req.sumAt(i) {
+	if i < len(cache) && cache[i].prevFP == prev && cache[i].sum.n == req.msgSpans[i].len() && cache[i].sum == req.sumAt(i) {
 		return cache[i]
 	}
 	return nil

@@ -195,25 +195,24 @@ func render(req *request, msgs []*message, plan cutPlan, block string, instructi
 			case !own || f[i].flags&(factRendered|factIDAt) != 0 || plan.active() && i == plan.cut || f.stripped(plan, i):
 				b = messageView(req.format, msgs, plan, block, i)
 			default:
-				// kept as it came: msgs[i].raw is req.rawMsgs[i] (buildMessages), and the
+				// kept as it came: msgs[i].raw is req.rawMsg(i) (buildMessages), and the
 				// message itself need not be visited
-				b = req.rawMsgs[i]
+				b = req.rawMsg(i)
 			}
 			if b == nil {
 				lastEnd = -1
 				continue
 			}
 			chars += f.chars(msgs, i, len(b))
-			if own && len(b) == len(req.rawMsgs[i]) && len(b) > 0 && &b[0] == &req.rawMsgs[i][0] {
-				if off, ok := w.offset(b); ok {
-					if off == lastEnd+1 && lastEnd >= 0 && w.grow(lastEnd, off+len(b)) {
-						l.n++
-					} else {
-						add(b)
-					}
-					lastEnd = off + len(b)
-					continue
+			if sp := req.msgSpans[i]; own && !req.stringInput && len(b) == sp.len() && len(b) > 0 && &b[0] == &req.body[sp.s] {
+				// the message's bytes as sent, at sp in the body
+				if int(sp.s) == lastEnd+1 && lastEnd >= 0 && w.grow(lastEnd, int(sp.e)) {
+					l.n++
+				} else {
+					add(b)
 				}
+				lastEnd = int(sp.e)
+				continue
 			}
 			add(b)
 			lastEnd = -1

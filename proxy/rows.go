@@ -19,45 +19,83 @@ import (
 // so a turn that Codex sends as two items names the same thread as one message of two
 // blocks.
 func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread string, err error) {
-	msgs = make([]*message, req.msgCount())
+	placed := make([]*message, req.msgCount())
 	defer func() {
 		if err != nil {
-			detachAll(msgs) // the caller never sees them
+			detachAll(placed) // the caller never sees them
 		}
 	}()
+	thread, again, err := p.placeMessages(s, req, placed, true)
+	if err == nil && again {
+		detachAll(placed)
+		clear(placed)
+		thread, _, err = p.placeMessages(s, req, placed, false)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	msgs = placed
+	switch req.format {
+	case responsesFormat:
+		prepareItems(msgs, req.model)
+	case chatFormat:
+		numberLegacyCalls(msgs)
+	}
+	return msgs, thread, nil
+}
+
+// placeMessages fills msgs for buildMessages and returns the thread. The thread cache is
+// known once the first turn has named the thread; before that, a request that repeats the
+// known shape's messages from the start (req.knownMsgs) takes them from the cache they were
+// made from (s.lastThread) when early is set, first turn included, rather than parsing them
+// again. Should the thread then come out as another one, again is true and nothing of
+// msgs is to be kept: the caller fills it again without early, since a thread's cached
+// messages carry what was stored for that thread (message.handed).
+func (p *Proxy) placeMessages(s *session, req *request, msgs []*message, early bool) (thread string, again bool, err error) {
 	var cache []*message
 	// Messages before bulk repeat the known shape's (req.knownMsgs), which are the cache's
 	// (s.lastThread): the same bytes, and each chained after the one before it as in the
 	// request they came from. Once message i-1 is the cache's, message i is too, unchecked.
 	bulk := 0
+	if k := req.known; !early || k == nil || k != s.last || s.lastThread == "" || req.knownMsgs == 0 {
+		early = false
+	} else if c := s.threads[s.lastThread]; len(c) == len(k.msgs) {
+		cache, bulk = c, min(req.knownMsgs, len(c))
+	} else {
+		early = false
+	}
+	// named checks the thread an early cache was taken for.
+	named := func(thread string) bool {
+		return !early || threadCacheKey(req.format, thread) == s.lastThread
+	}
 	prev, firstTurn := "", ""
 	for i := range msgs {
 		raw := req.rawMsg(i)
-		if i < bulk && msgs[i-1] == cache[i-1] {
-			m := cache[i]
+		var m *message
+		switch {
+		case i < bulk && (i == 0 || msgs[i-1] == cache[i-1]):
+			m = cache[i]
 			m.attach(raw)
 			msgs[i] = m
-			if i+1 == bulk {
-				prev = m.endFP // for the message after the run
+			if thread != "" && i+1 < bulk {
+				continue // prev is read at the end of the run
 			}
-			continue
-		}
-		if m := reusable(cache, i, prev, req); m != nil {
+		case reusable(cache, i, prev, req) != nil:
+			m = cache[i]
 			m.attach(raw)
 			msgs[i] = m
-			prev = m.endFP
-			continue
-		}
-		// A new message is a span of the body, not a copy: it lets go of the body when the
-		// request is answered (detachAll), and its sum is what the next request is matched by.
-		m, err := parseItem(req.format, raw)
-		if err != nil {
-			return nil, "", err
-		}
-		m.sum = req.sumAt(i)
-		msgs[i] = m
-		if err := p.chainRows(m, prev, toolNames(msgs[:i+1]).name); err != nil {
-			return nil, "", err
+		default:
+			// A new message is a span of the body, not a copy: it lets go of the body when
+			// the request is answered (detachAll), and its sum is what the next request is
+			// matched by.
+			if m, err = parseItem(req.format, raw); err != nil {
+				return "", false, err
+			}
+			m.sum = req.sumAt(i)
+			msgs[i] = m
+			if err := p.chainRows(m, prev, toolNames(msgs[:i+1]).name); err != nil {
+				return "", false, err
+			}
 		}
 		prev = m.endFP
 		if thread != "" || m.pinned {
@@ -73,6 +111,12 @@ func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread
 		}
 		if firstTurn != "" {
 			thread = firstTurn
+			if !named(thread) {
+				return "", true, nil
+			}
+			if early {
+				continue // the cache is the thread's
+			}
 			key := threadCacheKey(req.format, thread)
 			cache = s.threads[key]
 			if req.known != nil && req.known == s.last && s.lastThread == key && len(req.known.msgs) == len(cache) {
@@ -83,13 +127,7 @@ func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread
 	if thread == "" {
 		thread = firstTurn
 	}
-	switch req.format {
-	case responsesFormat:
-		prepareItems(msgs, req.model)
-	case chatFormat:
-		numberLegacyCalls(msgs)
-	}
-	return msgs, thread, nil
+	return thread, !named(thread), nil
 }
 
 // detachAll lets every message of a request go of the request's body (message.detach).

@@ -336,16 +336,30 @@ func repeats(body []byte, vs int, v spanSum) bool {
 }
 
 // scanArray reads the array at body[vs] and returns its elements and end.
+// (The list of a request's messages is read by scanArraySums, as spans.)
 func scanArray(body []byte, vs int) ([][]byte, int, error) {
-	spans, _, end, err := scanArraySums(body, vs, nil)
-	if err != nil {
-		return nil, 0, err
+	out := make([][]byte, 0, 4)
+	i := skipSpace(body, vs+1)
+	if i < len(body) && body[i] == ']' {
+		return out, i + 1, nil
 	}
-	out := make([][]byte, len(spans))
-	for i, sp := range spans {
-		out[i] = body[sp.s:sp.e]
+	for {
+		s := skipSpace(body, i)
+		e, err := skipValueDepth(body, s, 2)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, body[s:e])
+		i = skipSpace(body, e)
+		if i < len(body) && body[i] == ',' {
+			i++
+			continue
+		}
+		if i < len(body) && body[i] == ']' {
+			return out, i + 1, nil
+		}
+		return nil, 0, fmt.Errorf("%w: want ',' or ']' at %d", errJSON, i)
 	}
-	return out, end, err
 }
 
 // scanArraySums is scanArray where leading elements that repeat hint's spans (in order)

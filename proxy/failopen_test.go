@@ -78,7 +78,7 @@ func TestReviewTrailingDataFailsOpenWithTheOriginalBytes(t *testing.T) {
 func TestReview2DuplicateMessagesKeyFailsOpen(t *testing.T) {
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"a"}],"messages":"x"}`)
 	if req, err := parseAnthropic(body, nil); err == nil {
-		t.Errorf("accepted: messages at member %d (%s) but %d message(s) from another member", req.messagesAt, req.top[req.messagesAt].val, len(req.rawMsgs))
+		t.Errorf("accepted: messages at member %d (%s) but %d message(s) from another member", req.messagesAt, req.top[req.messagesAt].val, req.msgCount())
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"hash/maphash"
+	"math"
+	"unsafe"
 )
 
 // request is one model-API request split into byte spans: an Anthropic Messages body
@@ -23,15 +25,27 @@ type request struct {
 	promptCacheKey string
 	messagesAt     int // index into top of the message list ("messages", Responses "input")
 	systemAt       int // index into top of system / instructions, -1 when absent
-	rawMsgs        [][]byte
-	// msgSums[i] is rawMsgs[i]'s span sum where the fast path computed it (zero otherwise;
-	// sumAt fills it in).
+	// msgBase holds the messages: the body, or for a string input the one item made of it;
+	// msgSpans[i] is where message i lies in it (rawMsg). Offsets, not slices: a request of
+	// thousands of messages costs 8 bytes for each, which the garbage collector need not scan.
+	msgBase  []byte
+	msgSpans []msgSpan
+	// msgSums[i] is message i's span sum where the fast path computed it (zero otherwise;
+	// sumAt fills it in). remember hands it to the session's known shape, which is never
+	// changed once made: nothing writes to it after that.
 	msgSums []spanSum
 	// topSums[i] is top[i]'s value's span sum where scanTop matched it against the known
 	// shape (zero otherwise).
 	topSums []spanSum
-	// stringInput: a Responses input sent as one string; rawMsgs then holds one synthetic
-	// user message item and the view sends a list.
+	// known is the session's previous request the parse matched against (nil when none),
+	// and knownMsgs counts the leading messages that repeat its messages byte for byte.
+	known     *known
+	knownMsgs int
+	// facts are those of factsMsgs, the request's messages (readFacts); nil until read.
+	facts     msgFacts
+	factsMsgs []*message
+	// stringInput: a Responses input sent as one string; the messages are then one
+	// synthetic user message item and the view sends a list.
 	stringInput bool
 	// passThrough names why the request must reach the upstream untouched ("" when it
 	// may be rewritten): a Codex compaction request, or a continuation by
@@ -46,6 +60,10 @@ type request struct {
 // hash, not two: hashing is most of the fast path's own time (the profile of
 // BenchmarkFastPathParse), a second seed doubled it. The zero value names no span (a
 // JSON value is never empty).
+//
+// The span is hashed as a string (maphash.Comparable), which is one pass of the runtime's
+// hash over all of it; maphash.Bytes feeds the same hash 128 bytes at a time, which for
+// messages of a few hundred bytes is about three times slower.
 type spanSum struct {
 	n int
 	h uint64
@@ -54,15 +72,34 @@ type spanSum struct {
 // sumSeed keys spanSum's hash for the life of the process.
 var sumSeed = maphash.MakeSeed()
 
-func sumOf(b []byte) spanSum { return spanSum{n: len(b), h: maphash.Bytes(sumSeed, b)} }
+func sumOf(b []byte) spanSum {
+	// the string aliases b only for the call, and nothing writes to a request body
+	return spanSum{n: len(b), h: maphash.Comparable(sumSeed, unsafe.String(unsafe.SliceData(b), len(b)))}
+}
+
+// msgSpan is where a message lies in the bytes it was read from: [s, e). int32 offsets:
+// parseRequest takes no body of 2 GiB or more.
+type msgSpan struct{ s, e int32 }
+
+func (sp msgSpan) len() int { return int(sp.e - sp.s) }
+
+// msgCount returns the number of messages of the request.
+func (r *request) msgCount() int { return len(r.msgSpans) }
+
+// rawMsg returns the bytes of message i: a span of the body (of the synthetic item of a
+// string input).
+func (r *request) rawMsg(i int) []byte {
+	sp := r.msgSpans[i]
+	return r.msgBase[sp.s:sp.e]
+}
 
 // sumAt returns the span sum of message i of the request, computing it once.
 func (r *request) sumAt(i int) spanSum {
 	if r.msgSums == nil {
-		r.msgSums = make([]spanSum, len(r.rawMsgs))
+		r.msgSums = make([]spanSum, len(r.msgSpans))
 	}
 	if r.msgSums[i].n == 0 {
-		r.msgSums[i] = sumOf(r.rawMsgs[i])
+		r.msgSums[i] = sumOf(r.rawMsg(i))
 	}
 	return r.msgSums[i]
 }
@@ -82,7 +119,7 @@ type known struct {
 // sums of its top-level values (taken from the parse where it matched them) and of the
 // messages the thread cache holds.
 func remember(req *request, msgs []*message, _ *known) *known {
-	k := &known{format: req.format, top: make(map[string]spanSum, len(req.top)), msgs: make([]spanSum, len(msgs))}
+	k := &known{format: req.format, top: make(map[string]spanSum, len(req.top))}
 	list := req.format.listKey()
 	for i, m := range req.top {
 		if m.key == list {
@@ -94,7 +131,21 @@ func remember(req *request, msgs []*message, _ *known) *known {
 			k.top[m.key] = sumOf(m.val)
 		}
 	}
-	if !req.stringInput {
+	switch {
+	case req.stringInput:
+		k.msgs = make([]spanSum, len(msgs))
+	case len(msgs) == req.msgCount() && len(req.msgSums) == len(msgs):
+		// the request's sums name the same bytes (buildMessages took or checked each
+		// message's sum there; sumAt fills in any it did not): the known shape takes them
+		// over, and the messages are left untouched
+		k.msgs = req.msgSums
+		for i, m := range msgs {
+			if k.msgs[i].n == 0 {
+				k.msgs[i] = m.spanSum()
+			}
+		}
+	default:
+		k.msgs = make([]spanSum, len(msgs))
 		for i, m := range msgs {
 			k.msgs[i] = m.spanSum()
 		}
@@ -109,6 +160,9 @@ func parseRequest(f apiFormat, body []byte, k *known) (*request, error) {
 	if k != nil && k.format != f {
 		k = nil
 	}
+	if len(body) > math.MaxInt32 {
+		return nil, fmt.Errorf("request body: %d bytes, too large to rewrite", len(body))
+	}
 	list := f.listKey()
 	top, msgs, topSums, msgSums, end, err := scanTop(body, k, list)
 	if err != nil {
@@ -117,7 +171,10 @@ func parseRequest(f apiFormat, body []byte, k *known) (*request, error) {
 	if skipSpace(body, end) != len(body) {
 		return nil, fmt.Errorf("request body: data after the JSON value")
 	}
-	req := &request{format: f, body: body, top: top, messagesAt: -1, systemAt: -1, topSums: topSums, msgSums: msgSums}
+	req := &request{format: f, body: body, top: top, messagesAt: -1, systemAt: -1, topSums: topSums, msgSums: msgSums, known: k}
+	for req.knownMsgs < len(msgSums) && msgSums[req.knownMsgs].n != 0 {
+		req.knownMsgs++ // scanArraySums matched these by their sums
+	}
 	for i, m := range top {
 		switch m.key {
 		case "model":
@@ -157,13 +214,17 @@ func parseRequest(f apiFormat, body []byte, k *known) (*request, error) {
 		item := make([]byte, 0, len(top[req.messagesAt].val)+40)
 		item = append(item, `{"type":"message","role":"user","content":`...)
 		item = append(item, bytes.TrimSpace(top[req.messagesAt].val)...)
-		msgs, req.stringInput = [][]byte{append(item, '}')}, true
-		req.msgSums = nil
+		item = append(item, '}')
+		req.msgBase, msgs, req.stringInput = item, []msgSpan{{0, int32(len(item))}}, true
+		req.msgSums, req.knownMsgs = nil, 0
 	}
 	if msgs == nil {
 		return nil, fmt.Errorf("request body: no %s list", list)
 	}
-	req.rawMsgs = msgs
+	if !req.stringInput {
+		req.msgBase = body
+	}
+	req.msgSpans = msgs
 	if req.system != nil {
 		switch kindOf(req.system) {
 		case '"':
@@ -178,8 +239,8 @@ func parseRequest(f apiFormat, body []byte, k *known) (*request, error) {
 		}
 	}
 	if f == responsesFormat && req.passThrough == "" && bytes.Contains(body, []byte(`"compaction`)) {
-		for _, raw := range msgs {
-			if t := itemType(raw); t == "compaction" || t == "compaction_trigger" {
+		for i := range msgs {
+			if t := itemType(req.rawMsg(i)); t == "compaction" || t == "compaction_trigger" {
 				req.passThrough = t
 				break
 			}
@@ -188,12 +249,12 @@ func parseRequest(f apiFormat, body []byte, k *known) (*request, error) {
 	return req, nil
 }
 
-// scanTop reads the top-level object of body: its members, the elements of the list member
-// (list: "messages" or "input"), and where the object ends. Values that repeat k's byte for
+// scanTop reads the top-level object of body: its members, the spans of the elements of the
+// list member (list: "messages" or "input"), and where the object ends. Values that repeat k's byte for
 // byte are matched by their span sums, not scanned; topSums and msgSums hold the sums of
 // the values and messages so matched (zero elsewhere, nil when k is nil).
-func scanTop(body []byte, k *known, list string) (top []member, msgs [][]byte, topSums, msgSums []spanSum, end int, err error) {
-	fail := func(err error) ([]member, [][]byte, []spanSum, []spanSum, int, error) {
+func scanTop(body []byte, k *known, list string) (top []member, msgs []msgSpan, topSums, msgSums []spanSum, end int, err error) {
+	fail := func(err error) ([]member, []msgSpan, []spanSum, []spanSum, int, error) {
 		return nil, nil, nil, nil, 0, err
 	}
 	i := skipSpace(body, 0)
@@ -275,16 +336,38 @@ func repeats(body []byte, vs int, v spanSum) bool {
 }
 
 // scanArray reads the array at body[vs] and returns its elements and end.
+// (The list of a request's messages is read by scanArraySums, as spans.)
 func scanArray(body []byte, vs int) ([][]byte, int, error) {
-	out, _, end, err := scanArraySums(body, vs, nil)
-	return out, end, err
+	out := make([][]byte, 0, 4)
+	i := skipSpace(body, vs+1)
+	if i < len(body) && body[i] == ']' {
+		return out, i + 1, nil
+	}
+	for {
+		s := skipSpace(body, i)
+		e, err := skipValueDepth(body, s, 2)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, body[s:e])
+		i = skipSpace(body, e)
+		if i < len(body) && body[i] == ',' {
+			i++
+			continue
+		}
+		if i < len(body) && body[i] == ']' {
+			return out, i + 1, nil
+		}
+		return nil, 0, fmt.Errorf("%w: want ',' or ']' at %d", errJSON, i)
+	}
 }
 
 // scanArraySums is scanArray where leading elements that repeat hint's spans (in order)
-// are matched by their sums instead of scanned; sums holds the matched elements' sums
-// (zero after the first difference; nil without a hint).
-func scanArraySums(body []byte, vs int, hint []spanSum) (out [][]byte, sums []spanSum, end int, err error) {
-	out = make([][]byte, 0, len(hint)+4)
+// are matched by their sums instead of scanned, and the elements are returned as their
+// spans of body (which is shorter than 2 GiB); sums holds the matched elements' sums (zero
+// after the first difference; nil without a hint).
+func scanArraySums(body []byte, vs int, hint []spanSum) (out []msgSpan, sums []spanSum, end int, err error) {
+	out = make([]msgSpan, 0, len(hint)+4)
 	if hint != nil {
 		sums = make([]spanSum, 0, len(hint)+4)
 	}
@@ -305,7 +388,7 @@ func scanArraySums(body []byte, vs int, hint []spanSum) (out [][]byte, sums []sp
 			}
 			hint = hint[:0:0] // past the first difference nothing is assumed
 		}
-		out = append(out, body[s:e])
+		out = append(out, msgSpan{int32(s), int32(e)})
 		if sums != nil {
 			sums = append(sums, matched)
 		}

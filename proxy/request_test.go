@@ -12,9 +12,9 @@ func knownFrom(prev []byte) *known {
 	if err != nil {
 		return nil
 	}
-	msgs := make([]*message, len(pr.rawMsgs))
-	for i, raw := range pr.rawMsgs {
-		msgs[i] = &message{raw: bytes.Clone(raw)}
+	msgs := make([]*message, pr.msgCount())
+	for i := range msgs {
+		msgs[i] = &message{raw: bytes.Clone(pr.rawMsg(i))}
 	}
 	return remember(pr, msgs, nil)
 }
@@ -29,7 +29,7 @@ func sameParse(body []byte, k *known) string {
 	if serr != nil {
 		return ""
 	}
-	if len(slow.top) != len(fast.top) || len(slow.rawMsgs) != len(fast.rawMsgs) {
+	if len(slow.top) != len(fast.top) || slow.msgCount() != fast.msgCount() {
 		return "shapes differ"
 	}
 	for i := range slow.top {
@@ -39,8 +39,8 @@ func sameParse(body []byte, k *known) string {
 		}
 	}
 	off := func(b []byte) int { return len(body) - cap(b) } // spans are sub-slices of body
-	for i := range slow.rawMsgs {
-		if !bytes.Equal(slow.rawMsgs[i], fast.rawMsgs[i]) || off(slow.rawMsgs[i]) != off(fast.rawMsgs[i]) {
+	for i := range slow.msgSpans {
+		if !bytes.Equal(slow.rawMsg(i), fast.rawMsg(i)) || off(slow.rawMsg(i)) != off(fast.rawMsg(i)) {
 			return "message span differs"
 		}
 	}

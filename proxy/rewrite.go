@@ -128,6 +128,7 @@ func (p *Proxy) rewriteFor(tg target, agent string, h http.Header, body []byte, 
 	}
 	// the cached messages keep no bytes of this body once it is rendered (message.attach)
 	defer detachAll(msgs)
+	req.readFacts(msgs)
 	bpCount, bpAt := anthropicBreakpoints(req, msgs)
 	now := p.now()
 	ts, plan, block := sess.threadPlan(thread, msgs, dry)
@@ -195,15 +196,19 @@ func (s *session) threadPlan(thread string, msgs []*message, dry bool) (*threadS
 // keepRequest stores the request's rows and keeps what the fast path needs of it: the
 // thread's messages, the request's known shape, and the cache's size (sess.mu held).
 func (p *Proxy) keepRequest(sess *session, thread string, req *request, msgs []*message, plan cutPlan, now time.Time) {
-	if p.storeRows(sess, thread, msgs, plan, now) {
+	f := req.factsFor(msgs)
+	key := threadCacheKey(req.format, thread)
+	sess.lastThread = ""
+	if p.storeRows(sess, thread, msgs, f, plan, now) {
 		sess.keepThread(req.format, thread, msgs)
+		sess.lastThread = key
 	} else {
 		// the rows of messages the fast path reuses must be parsed again, with their text
 		clear(sess.threads)
 	}
 	sess.last = remember(req, msgs, sess.last)
 	sess.used = now
-	p.recount(sess)
+	p.recount(sess, key, f.cacheCost())
 }
 
 // newCut plans a new cut for a request at or over the threshold, or forced (contract: Trim),
@@ -347,8 +352,11 @@ func breakpoints(req *request, msgs []*message) (int64, string) {
 	for i := countMarkers(req.system); i > 0; i-- {
 		pos = append(pos, "system")
 	}
-	for i, m := range msgs {
-		for n := m.markers; n > 0; n-- {
+	for i, x := range req.factsFor(msgs) {
+		if x.flags&factMarkers == 0 {
+			continue
+		}
+		for n := msgs[i].markers; n > 0; n-- {
 			pos = append(pos, "m-"+strconv.Itoa(len(msgs)-i))
 		}
 	}

@@ -19,31 +19,83 @@ import (
 // so a turn that Codex sends as two items names the same thread as one message of two
 // blocks.
 func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread string, err error) {
-	msgs = make([]*message, len(req.rawMsgs))
+	placed := make([]*message, req.msgCount())
 	defer func() {
 		if err != nil {
-			detachAll(msgs) // the caller never sees them
+			detachAll(placed) // the caller never sees them
 		}
 	}()
+	thread, again, err := p.placeMessages(s, req, placed, true)
+	if err == nil && again {
+		detachAll(placed)
+		clear(placed)
+		thread, _, err = p.placeMessages(s, req, placed, false)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	msgs = placed
+	switch req.format {
+	case responsesFormat:
+		prepareItems(msgs, req.model)
+	case chatFormat:
+		numberLegacyCalls(msgs)
+	}
+	return msgs, thread, nil
+}
+
+// placeMessages fills msgs for buildMessages and returns the thread. The thread cache is
+// known once the first turn has named the thread; before that, a request that repeats the
+// known shape's messages from the start (req.knownMsgs) takes them from the cache they were
+// made from (s.lastThread) when early is set, first turn included, rather than parsing them
+// again. Should the thread then come out as another one, again is true and nothing of
+// msgs is to be kept: the caller fills it again without early, since a thread's cached
+// messages carry what was stored for that thread (message.handed).
+func (p *Proxy) placeMessages(s *session, req *request, msgs []*message, early bool) (thread string, again bool, err error) {
 	var cache []*message
+	// Messages before bulk repeat the known shape's (req.knownMsgs), which are the cache's
+	// (s.lastThread): the same bytes, and each chained after the one before it as in the
+	// request they came from. Once message i-1 is the cache's, message i is too, unchecked.
+	bulk := 0
+	if k := req.known; !early || k == nil || k != s.last || s.lastThread == "" || req.knownMsgs == 0 {
+		early = false
+	} else if c := s.threads[s.lastThread]; len(c) == len(k.msgs) {
+		cache, bulk = c, min(req.knownMsgs, len(c))
+	} else {
+		early = false
+	}
+	// named checks the thread an early cache was taken for.
+	named := func(thread string) bool {
+		return !early || threadCacheKey(req.format, thread) == s.lastThread
+	}
 	prev, firstTurn := "", ""
-	for i, raw := range req.rawMsgs {
-		if m := reusable(cache, i, prev, req); m != nil {
+	for i := range msgs {
+		raw := req.rawMsg(i)
+		var m *message
+		switch {
+		case i < bulk && (i == 0 || msgs[i-1] == cache[i-1]):
+			m = cache[i]
 			m.attach(raw)
 			msgs[i] = m
-			prev = m.endFP
-			continue
-		}
-		// A new message is a span of the body, not a copy: it lets go of the body when the
-		// request is answered (detachAll), and its sum is what the next request is matched by.
-		m, err := parseItem(req.format, raw)
-		if err != nil {
-			return nil, "", err
-		}
-		m.sum = req.sumAt(i)
-		msgs[i] = m
-		if err := p.chainRows(m, prev, toolNames(msgs[:i+1]).name); err != nil {
-			return nil, "", err
+			if thread != "" && i+1 < bulk {
+				continue // prev is read at the end of the run
+			}
+		case reusable(cache, i, prev, req) != nil:
+			m = cache[i]
+			m.attach(raw)
+			msgs[i] = m
+		default:
+			// A new message is a span of the body, not a copy: it lets go of the body when
+			// the request is answered (detachAll), and its sum is what the next request is
+			// matched by.
+			if m, err = parseItem(req.format, raw); err != nil {
+				return "", false, err
+			}
+			m.sum = req.sumAt(i)
+			msgs[i] = m
+			if err := p.chainRows(m, prev, toolNames(msgs[:i+1]).name); err != nil {
+				return "", false, err
+			}
 		}
 		prev = m.endFP
 		if thread != "" || m.pinned {
@@ -59,19 +111,23 @@ func (p *Proxy) buildMessages(s *session, req *request) (msgs []*message, thread
 		}
 		if firstTurn != "" {
 			thread = firstTurn
-			cache = s.threads[threadCacheKey(req.format, thread)]
+			if !named(thread) {
+				return "", true, nil
+			}
+			if early {
+				continue // the cache is the thread's
+			}
+			key := threadCacheKey(req.format, thread)
+			cache = s.threads[key]
+			if req.known != nil && req.known == s.last && s.lastThread == key && len(req.known.msgs) == len(cache) {
+				bulk = min(req.knownMsgs, len(cache))
+			}
 		}
 	}
 	if thread == "" {
 		thread = firstTurn
 	}
-	switch req.format {
-	case responsesFormat:
-		prepareItems(msgs, req.model)
-	case chatFormat:
-		numberLegacyCalls(msgs)
-	}
-	return msgs, thread, nil
+	return thread, !named(thread), nil
 }
 
 // detachAll lets every message of a request go of the request's body (message.detach).
@@ -86,7 +142,7 @@ func detachAll(msgs []*message) {
 // reusable returns the thread cache's message i when the request repeats it: the same bytes
 // (by length and span sum) after the same chain (prev). nil otherwise.
 func reusable(cache []*message, i int, prev string, req *request) *message {
-	if i < len(cache) && cache[i].prevFP == prev && cache[i].sum.n == len(req.rawMsgs[i]) && cache[i].sum == req.sumAt(i) {
+	if i < len(cache) && cache[i].prevFP == prev && cache[i].sum.n == req.msgSpans[i].len() && cache[i].sum == req.sumAt(i) {
 		return cache[i]
 	}
 	return nil
@@ -213,13 +269,14 @@ func (m *message) endChain(end string) {
 // them and put their inserts on the path to the client's last byte. Only the messages not
 // handed to the store before with the same flags go (message.handed): a warm request hands
 // its new step, a new cut the rows it moves, rather than the whole history. A database
-// error is logged as a fail-open line from the queue; the request has its view.
+// error is logged as a fail-open line from the queue; the request has its view. f are the
+// facts of msgs; their handed follows the messages'.
 //
 // Once stored, a row's text is freed (settleStores, at the session's next request): the
 // thread cache keeps the message for the fast path and the store has the text, so a session
 // costs about its request's size in memory rather than twice that. ok is false when the
 // session database could not be opened; the caller then drops the thread cache.
-func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cutPlan, now time.Time) (ok bool) {
+func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, f msgFacts, plan cutPlan, now time.Time) (ok bool) {
 	sid := sess.sid
 	cutFP := ""
 	if plan.active() {
@@ -228,16 +285,16 @@ func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cu
 	states := make([]uint8, len(msgs))
 	var handed []*message
 	n := 0
-	for i, m := range msgs {
-		states[i] = handedState(plan.kept(msgs, i), stripped(msgs, plan, i))
-		if m.handed != states[i] && len(m.rows) > 0 {
-			handed = append(handed, m)
-			n += len(m.rows)
+	for i := range f {
+		states[i] = handedState(f.kept(&plan, i), f.stripped(plan, i))
+		if f[i].handed != states[i] && f[i].flags&factRows != 0 {
+			handed = append(handed, msgs[i])
+			n += len(msgs[i].rows)
 		}
 	}
 	rows := make([]store.RowWrite, 0, n)
 	for i, m := range msgs {
-		if m.handed == states[i] || len(m.rows) == 0 {
+		if f[i].handed == states[i] || f[i].flags&factRows == 0 {
 			continue
 		}
 		kept, strip := states[i]&handedKept != 0, states[i]&handedStrip != 0
@@ -272,8 +329,10 @@ func (p *Proxy) storeRows(sess *session, thread string, msgs []*message, plan cu
 		job.done.Store(true)
 	})
 	sess.stores = append(sess.stores, job)
-	for i, m := range msgs {
-		m.handed = states[i]
+	for i := range f {
+		if f[i].handed != states[i] {
+			msgs[i].handed, f[i].handed = states[i], states[i]
+		}
 	}
 	return true
 }

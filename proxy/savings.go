@@ -15,8 +15,9 @@ import (
 // nothing cut, compressed or stripped, without the standing instruction (like view.chars).
 func wholeChars(req *request, msgs []*message) int {
 	n := len(req.system) + len(req.tools)
-	for _, m := range msgs {
-		n += len(m.raw) - m.binaryAdjust + 1
+	f := req.factsFor(msgs)
+	for i := range f {
+		n += f.chars(msgs, i, int(f[i].raw))
 	}
 	return n
 }

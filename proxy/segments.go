@@ -56,6 +56,15 @@ func (w *segments) span(s, e int) {
 	w.s, w.e = s, e
 }
 
+// grow extends the open span to e when it ends at from, and reports whether it did.
+func (w *segments) grow(from, e int) bool {
+	if w.s < 0 || w.e != from {
+		return false
+	}
+	w.e = e
+	return true
+}
+
 // flush closes the open span into parts.
 func (w *segments) flush() {
 	if w.s < 0 {

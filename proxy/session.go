@@ -22,7 +22,10 @@ type session struct {
 	state   trimState
 	threads map[string][]*message
 	last    *known // the previous request of any thread, for the parse fast path
-	used    time.Time
+	// lastThread is the key of the thread cache holding the messages last was made from
+	// ("" when none holds them): buildMessages reuses the ones a request repeats unchecked.
+	lastThread string
+	used       time.Time
 	// dirty: state has usage samples not yet in .trim.json; saved: when it was last written.
 	dirty bool
 	saved time.Time
@@ -49,9 +52,17 @@ const cacheBudget = 32 << 20
 // 1.5 times the bytes of the messages they came from (BenchmarkSessionMemory: 0.42–0.5 MB
 // for a session of 300 KB in 400 messages; the bytes themselves are not kept), and the
 // compressed renderings. A message in several threads counts each time, an overestimate.
-func (s *session) cacheCost() int64 {
+func (s *session) cacheCost() int64 { return s.cacheCostWith("", 0) }
+
+// cacheCostWith is cacheCost with the cost of the thread cache under key given (a request's
+// messages: msgFacts.cacheCost) rather than counted.
+func (s *session) cacheCostWith(key string, cost int64) int64 {
 	var n int64
-	for _, msgs := range s.threads {
+	for k, msgs := range s.threads {
+		if k == key {
+			n += cost
+			continue
+		}
 		for _, m := range msgs {
 			n += int64(m.sum.n)*3/2 + int64(len(m.rendered))
 		}
@@ -61,8 +72,9 @@ func (s *session) cacheCost() int64 {
 
 // recount updates the session's cache size (s.mu held) and, while the sessions' caches
 // together are over cacheBudget, drops those of the least recently used other sessions.
-func (p *Proxy) recount(s *session) {
-	s.cacheBytes.Store(s.cacheCost())
+// cost is what the thread cache under key costs (cacheCostWith).
+func (p *Proxy) recount(s *session, key string, cost int64) {
+	s.cacheBytes.Store(s.cacheCostWith(key, cost))
 	type aged struct {
 		s    *session
 		used time.Time
@@ -100,7 +112,7 @@ func (p *Proxy) recount(s *session) {
 // the session's next request, and with the cache gone their outcome no longer matters.
 func (s *session) dropCache() {
 	clear(s.threads)
-	s.last = nil
+	s.last, s.lastThread = nil, ""
 	clear(s.stores)
 	s.stores = nil
 	s.cacheBytes.Store(0)

@@ -117,3 +117,51 @@ func TestTrimStateRecordsAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstTurnReuseKeepsThreadsApart: a request that repeats the previous one's messages
+// from the start takes them, first turn included, from that request's thread cache
+// (placeMessages) only when it names the same thread. Here the first turn grows by a second
+// user message, which names another thread, and the new thread's cached messages must be
+// its own (message.handed records what was stored for its thread); the next request of the
+// new thread takes all of its repeated messages from that thread's cache.
+func TestFirstTurnReuseKeepsThreadsApart(t *testing.T) {
+	p := benchProxy(t, 10_000_000)
+	h := benchHeader("first-turn")
+	body := func(msgs ...string) []byte {
+		return []byte(`{"model":"claude-mythos-5-1","max_tokens":10,"messages":[` + strings.Join(msgs, ",") + `]}`)
+	}
+	u1, u2 := `{"role":"user","content":"first task"}`, `{"role":"user","content":"and this too"}`
+	a1, u3 := `{"role":"assistant","content":"done"}`, `{"role":"user","content":"next"}`
+	rewrite := func(b []byte) (*rewritten, *session) {
+		t.Helper()
+		res, sess, err := p.rewrite(h, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.root.SettleAll()
+		return res, sess
+	}
+	res1, sess := rewrite(body(u1))
+	res2, _ := rewrite(body(u1, u2, a1))
+	if res1.thread == res2.thread {
+		t.Fatal("the grown first turn should name another thread")
+	}
+	one := sess.threads[threadCacheKey(anthropicFormat, res1.thread)]
+	two := sess.threads[threadCacheKey(anthropicFormat, res2.thread)]
+	if len(one) != 1 || len(two) != 3 {
+		t.Fatalf("thread caches of %d and %d messages, want 1 and 3", len(one), len(two))
+	}
+	if two[0] == one[0] {
+		t.Error("the second thread's first message is the first thread's cached message")
+	}
+	res3, _ := rewrite(body(u1, u2, a1, u3))
+	three := sess.threads[threadCacheKey(anthropicFormat, res3.thread)]
+	if res3.thread != res2.thread || len(three) != 4 {
+		t.Fatalf("third request: thread %q of %d messages, want %q of 4", res3.thread, len(three), res2.thread)
+	}
+	for i := range two {
+		if three[i] != two[i] {
+			t.Errorf("message %d was parsed again, not taken from the thread's cache", i)
+		}
+	}
+}

@@ -34,16 +34,31 @@ func (p cutPlan) active() bool { return p.cut >= 0 }
 // one only right after a user message and before an assistant message or the end
 // (api-rules §1.3), and Claude Code sends one after many tool results, so one whose turn
 // was dropped must go with it.
-func (p cutPlan) kept(msgs []*message, i int) bool {
-	if msgs[i].pinAlways {
+func (p cutPlan) kept(msgs []*message, i int) bool { return keptIn(p, messagePins(msgs), i) }
+
+// pins is what kept reads of a request's messages: which are pinned, and which always stay.
+// The messages themselves (messagePins) and their facts (msgFacts) both answer it.
+type pins interface {
+	pinned(i int) bool
+	pinAlways(i int) bool
+}
+
+type messagePins []*message
+
+func (l messagePins) pinned(i int) bool    { return l[i].pinned }
+func (l messagePins) pinAlways(i int) bool { return l[i].pinAlways }
+
+// keptIn is cutPlan.kept over the pins of the messages.
+func keptIn[L pins](p cutPlan, l L, i int) bool {
+	if l.pinAlways(i) {
 		return true
 	}
-	if p.active() && msgs[i].pinned {
+	if p.active() && l.pinned(i) {
 		j := i - 1
-		for j >= 0 && msgs[j].pinned {
+		for j >= 0 && l.pinned(j) {
 			j--
 		}
-		return j < 0 || p.kept(msgs, j)
+		return j < 0 || keptIn(p, l, j)
 	}
 	switch {
 	case !p.active() || i <= p.first || i >= p.cut && i <= p.cutEnd:

@@ -114,17 +114,14 @@ func messageView(f apiFormat, msgs []*message, plan cutPlan, block string, i int
 // viewChars estimates the characters of the view under plan without rendering it.
 func viewChars(req *request, msgs []*message, plan cutPlan, block string) int {
 	n := len(req.system) + len(req.tools)
-	for i, m := range msgs {
-		if !plan.kept(msgs, i) {
+	f := req.factsFor(msgs)
+	for i := range f {
+		if !f.kept(&plan, i) {
 			continue
 		}
-		raw := m.raw
-		if m.rendered != nil {
-			raw = m.rendered
-		}
-		n += len(raw) - m.binaryAdjust + 1
-		if stripped(msgs, plan, i) {
-			n -= m.thinkingBytes
+		n += f.chars(msgs, i, int(f[i].view))
+		if f.stripped(plan, i) {
+			n -= msgs[i].thinkingBytes
 		}
 		if plan.active() && i == plan.cut {
 			n += len(block) + 32
@@ -180,16 +177,45 @@ func render(req *request, msgs []*message, plan cutPlan, block string, instructi
 		w.str("[")
 		l := segList{w: w}
 		add := l.add
-		for i, m := range msgs {
+		// lastEnd is where the element written last ends in the body when it is the
+		// previous message's bytes as sent, -1 otherwise. A message sent as it came that
+		// starts one byte after it follows it in the client's list with only the comma
+		// between (scanArraySums: elements are separated by a comma and whitespace), so the
+		// open span grows over both without reading the separator.
+		lastEnd := -1
+		f, own := req.factsFor(msgs), req.ownsFacts(msgs)
+		for i := range msgs {
 			if i == insertAt {
 				add(instructionItem(req.format))
+				lastEnd = -1
 			}
-			b := messageView(req.format, msgs, plan, block, i)
+			var b []byte
+			switch {
+			case !f.kept(&plan, i):
+			case !own || f[i].flags&(factRendered|factIDAt) != 0 || plan.active() && i == plan.cut || f.stripped(plan, i):
+				b = messageView(req.format, msgs, plan, block, i)
+			default:
+				// kept as it came: msgs[i].raw is req.rawMsg(i) (buildMessages), and the
+				// message itself need not be visited
+				b = req.rawMsg(i)
+			}
 			if b == nil {
+				lastEnd = -1
+				continue
+			}
+			chars += f.chars(msgs, i, len(b))
+			if sp := req.msgSpans[i]; own && !req.stringInput && len(b) == sp.len() && len(b) > 0 && &b[0] == &req.body[sp.s] {
+				// the message's bytes as sent, at sp in the body
+				if int(sp.s) == lastEnd+1 && lastEnd >= 0 && w.grow(lastEnd, int(sp.e)) {
+					l.n++
+				} else {
+					add(b)
+				}
+				lastEnd = int(sp.e)
 				continue
 			}
 			add(b)
-			chars += len(b) - m.binaryAdjust + 1
+			lastEnd = -1
 		}
 		if insertAt == len(msgs) {
 			add(instructionItem(req.format))

@@ -127,7 +127,19 @@ const maxThreads = 8
 // message parsed as one format must not be reused as the other.
 func threadCacheKey(f apiFormat, thread string) string { return f.String() + "/" + thread }
 
+// keepThread keeps msgs as the thread's cached messages for format f. The thread's rows in
+// the store are one set whatever the format, so the thread's cache of another format goes:
+// its messages record what that format stored last (message.handed), which the request
+// just stored may have changed (a row it moved out of context), and a later request of that
+// format must hand its rows to the store again rather than trust them.
 func (s *session) keepThread(f apiFormat, thread string, msgs []*message) {
+	name := f.String()
+	for k := range s.threads {
+		at := len(k) - len(thread) - 1 // where the "/" of another format's key of thread is
+		if at > 0 && k[at] == '/' && k[at+1:] == thread && k[:at] != name {
+			delete(s.threads, k)
+		}
+	}
 	thread = threadCacheKey(f, thread)
 	if _, ok := s.threads[thread]; !ok && len(s.threads) >= maxThreads {
 		for k := range s.threads {

@@ -339,27 +339,11 @@ func repeats(body []byte, vs int, v spanSum) bool {
 // (The list of a request's messages is read by scanArraySums, as spans.)
 func scanArray(body []byte, vs int) ([][]byte, int, error) {
 	out := make([][]byte, 0, 4)
-	i := skipSpace(body, vs+1)
-	if i < len(body) && body[i] == ']' {
-		return out, i + 1, nil
+	end, err := scanElements(body, vs, nil, func(s, e int, _ spanSum) { out = append(out, body[s:e]) })
+	if err != nil {
+		return nil, 0, err
 	}
-	for {
-		s := skipSpace(body, i)
-		e, err := skipValueDepth(body, s, 2)
-		if err != nil {
-			return nil, 0, err
-		}
-		out = append(out, body[s:e])
-		i = skipSpace(body, e)
-		if i < len(body) && body[i] == ',' {
-			i++
-			continue
-		}
-		if i < len(body) && body[i] == ']' {
-			return out, i + 1, nil
-		}
-		return nil, 0, fmt.Errorf("%w: want ',' or ']' at %d", errJSON, i)
-	}
+	return out, end, nil
 }
 
 // scanArraySums is scanArray where leading elements that repeat hint's spans (in order)
@@ -371,9 +355,26 @@ func scanArraySums(body []byte, vs int, hint []spanSum) (out []msgSpan, sums []s
 	if hint != nil {
 		sums = make([]spanSum, 0, len(hint)+4)
 	}
+	end, err = scanElements(body, vs, hint, func(s, e int, matched spanSum) {
+		out = append(out, msgSpan{int32(s), int32(e)})
+		if sums != nil {
+			sums = append(sums, matched)
+		}
+	})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return out, sums, end, nil
+}
+
+// scanElements walks the array at body[vs] and returns where it ends. visit gets each
+// element in order: its span [s, e) of body and, while the leading elements repeat hint's
+// spans, the sum it was matched by instead of scanned (repeats; zero from the first
+// difference on). A malformed array is an errJSON error.
+func scanElements(body []byte, vs int, hint []spanSum, visit func(s, e int, matched spanSum)) (int, error) {
 	i := skipSpace(body, vs+1)
 	if i < len(body) && body[i] == ']' {
-		return out, sums, i + 1, nil
+		return i + 1, nil
 	}
 	for n := 0; ; n++ {
 		s := skipSpace(body, i)
@@ -383,23 +384,21 @@ func scanArraySums(body []byte, vs int, hint []spanSum) (out []msgSpan, sums []s
 			matched = hint[n]
 			e = s + matched.n
 		} else {
+			var err error
 			if e, err = skipValueDepth(body, s, 2); err != nil {
-				return nil, nil, 0, err
+				return 0, err
 			}
-			hint = hint[:0:0] // past the first difference nothing is assumed
+			hint = nil // past the first difference nothing is assumed
 		}
-		out = append(out, msgSpan{int32(s), int32(e)})
-		if sums != nil {
-			sums = append(sums, matched)
-		}
+		visit(s, e, matched)
 		i = skipSpace(body, e)
 		if i < len(body) && body[i] == ',' {
 			i++
 			continue
 		}
 		if i < len(body) && body[i] == ']' {
-			return out, sums, i + 1, nil
+			return i + 1, nil
 		}
-		return nil, nil, 0, fmt.Errorf("%w: want ',' or ']' at %d", errJSON, i)
+		return 0, fmt.Errorf("%w: want ',' or ']' at %d", errJSON, i)
 	}
 }

@@ -117,11 +117,10 @@ func (p *Proxy) placeMessages(s *session, req *request, msgs []*message, early b
 			if early {
 				continue // the cache is the thread's
 			}
-			key := threadCacheKey(req.format, thread)
-			cache = s.threads[key]
-			if req.known != nil && req.known == s.last && s.lastThread == key && len(req.known.msgs) == len(cache) {
-				bulk = min(req.knownMsgs, len(cache))
-			}
+			// Not early: a request repeating from its start the known shape made from
+			// this thread's cache would have been, so the cache's messages are checked
+			// one by one (reusable).
+			cache = s.threads[threadCacheKey(req.format, thread)]
 		}
 	}
 	if thread == "" {
